@@ -1,0 +1,138 @@
+//! The crate's one error type.
+//!
+//! Errors are a struct holding a [`ErrorKind`]; the kind says what went
+//! wrong and its message quotes the offending value, so a caller can both
+//! match on it and show it to a person.
+
+use std::fmt;
+
+/// A `Result` whose error is this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from building, using, encoding or decoding a filter.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+impl Error {
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// Consumes the error, returning its kind.
+    pub fn into_kind(self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Error { kind }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        if err.kind() == std::io::ErrorKind::UnexpectedEof {
+            ErrorKind::Truncated.into()
+        } else {
+            ErrorKind::Io(err).into()
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The kinds of [`Error`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The requested false-positive rate is not strictly between 0 and 1.
+    #[error("error rate {0} is out of range: it must be greater than 0 and less than 1")]
+    InvalidErrorRate(f64),
+    /// The requested capacity is zero.
+    #[error("capacity 0 is invalid: a filter must be sized for at least one item")]
+    ZeroCapacity,
+    /// A scalable filter's expansion factor is zero.
+    #[error("expansion {0} is invalid: it must be at least 1")]
+    InvalidExpansion(u32),
+    /// A hash count outside what the layout supports.
+    #[error("{0} hash functions is invalid: it must be between 1 and {max}", max = crate::sizing::MAX_HASHES)]
+    InvalidHashCount(u32),
+    /// The filter would need more memory than the configured limit.
+    #[error("the filter needs {needed} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// Bytes the filter would need (saturated at `u64::MAX`).
+        needed: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+    /// The parameters cannot be met by this layout (for example an error rate
+    /// so small that no blocked filter reaches it).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The allocator refused the memory for the filter.
+    #[error("could not allocate {0} bytes for the filter")]
+    OutOfMemory(u64),
+    /// A non-scaling scalable filter is full.
+    #[error("non scaling filter is full")]
+    Full,
+    /// A scalable filter already has the maximum number of sub-filters.
+    #[error("the filter already has the maximum of {0} sub-filters")]
+    TooManyLinks(usize),
+    /// Two filters cannot be combined.
+    #[error("filters are incompatible: {0}")]
+    Incompatible(String),
+    /// A byte stream does not start with the seen filter magic.
+    #[error("not a seen filter: bad magic bytes {0:02x?}")]
+    BadMagic([u8; 8]),
+    /// A byte stream was written by a newer format version.
+    #[error("format version {found} is newer than the newest this build reads ({supported})")]
+    UnsupportedVersion {
+        /// The version in the stream.
+        found: u16,
+        /// The newest version this build reads.
+        supported: u16,
+    },
+    /// A checksum did not match.
+    #[error(
+        "checksum mismatch in the {section}: stored {stored:#010x}, computed {computed:#010x}"
+    )]
+    BadChecksum {
+        /// Which part of the stream (header, bits).
+        section: &'static str,
+        /// The checksum stored in the stream.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// The stream ended before the filter was complete.
+    #[error("the data is truncated: it ends before the filter is complete")]
+    Truncated,
+    /// A field holds a value that no valid filter has.
+    #[error("corrupt filter data: {0}")]
+    Corrupt(String),
+    /// An I/O error while reading or writing.
+    #[error("I/O error: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+/// Shorthand for building a [`ErrorKind::Corrupt`] error.
+pub(crate) fn corrupt(msg: impl Into<String>) -> Error {
+    ErrorKind::Corrupt(msg.into()).into()
+}

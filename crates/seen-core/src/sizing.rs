@@ -1,0 +1,443 @@
+//! Sizing: from (capacity, error rate) to (bits, hashes), and back.
+//!
+//! Small pure functions, so that the CLI's `seen calc`, the server and the
+//! filters all answer sizing questions the same way.
+//!
+//! Two models:
+//!
+//! * **Classic** (bits spread over the whole array): the textbook
+//!   `p = (1 - e^(-k n / m))^k`, plus RedisBloom's own rounding rules in the
+//!   `redis_*` functions, which the compatible layout must follow to the bit.
+//! * **Blocked** (all of an item's bits in one 512-bit block, of which
+//!   [`BLOCK_USABLE_BITS`] are addressable): items per block are Poisson
+//!   distributed, and a crowded block has a much higher false-positive rate
+//!   than the average, so the blocked model averages the per-block rate over
+//!   that distribution, and the number of distinct bits an item's `k`
+//!   independent positions cover. Sizing searches that model for the fewest
+//!   blocks that still meet the requested rate, so the rate asked for is the
+//!   rate delivered (the statistical tests check it).
+
+use crate::error::{ErrorKind, Result};
+
+/// Bits in one block of the blocked layout: one 64-byte cache line.
+pub const BLOCK_BITS: u64 = 512;
+
+/// Bits of a block that item positions can address. Bit 0 of each block is
+/// the block's add lock (see `BloomFilter::add`), bits 510 and 511 are unused:
+/// 509 is prime, which keeps the position arithmetic simple.
+pub const BLOCK_USABLE_BITS: u64 = 509;
+
+/// Counters in one block of the counting filter (64 bytes of 4-bit counters).
+pub const COUNTING_BLOCK_COUNTERS: u64 = 128;
+
+/// The largest number of hash functions any layout uses.
+pub const MAX_HASHES: u32 = 255;
+
+/// The largest `k` the blocked sizing search considers.
+const MAX_BLOCKED_HASHES: u32 = 48;
+
+const LN2: f64 = std::f64::consts::LN_2;
+const LN2_SQUARED: f64 = LN2 * LN2;
+
+/// Checks that an error rate is strictly between 0 and 1.
+pub fn check_error_rate(error_rate: f64) -> Result<()> {
+    if error_rate.is_finite() && error_rate > 0.0 && error_rate < 1.0 {
+        Ok(())
+    } else {
+        Err(ErrorKind::InvalidErrorRate(error_rate).into())
+    }
+}
+
+fn check_capacity(capacity: u64) -> Result<()> {
+    if capacity == 0 {
+        Err(ErrorKind::ZeroCapacity.into())
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- classic --
+
+/// False-positive rate of a classic filter of `bits` bits and `hashes` hash
+/// functions holding `items` items: `(1 - e^(-k n / m))^k`.
+pub fn classic_fpp(bits: u64, hashes: u32, items: u64) -> f64 {
+    if bits == 0 {
+        return 1.0;
+    }
+    let k = hashes as f64;
+    (1.0 - (-k * items as f64 / bits as f64).exp()).powf(k)
+}
+
+/// Bits per item of an optimally configured classic filter at `error_rate`:
+/// `-ln(p) / ln(2)^2`.
+pub fn classic_bits_per_item(error_rate: f64) -> Result<f64> {
+    check_error_rate(error_rate)?;
+    Ok(-error_rate.ln() / LN2_SQUARED)
+}
+
+/// Bits and hashes of an optimal classic filter for `capacity` items at
+/// `error_rate`: bits rounded up to a multiple of 64, `k = round(ln 2 * m/n)`.
+pub fn classic_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
+    check_capacity(capacity)?;
+    let bpe = classic_bits_per_item(error_rate)?;
+    let bits = capacity as f64 * bpe;
+    let bits = round_up_64(bits)?;
+    let hashes = ((LN2 * bits as f64 / capacity as f64).round() as u32).clamp(1, MAX_HASHES);
+    Ok((bits, hashes))
+}
+
+/// Items a classic filter of `bits` bits holds at `error_rate` with the
+/// optimal number of hashes.
+pub fn classic_capacity(bits: u64, error_rate: f64) -> Result<u64> {
+    let bpe = classic_bits_per_item(error_rate)?;
+    Ok((bits as f64 / bpe).floor() as u64)
+}
+
+fn round_up_64(bits: f64) -> Result<u64> {
+    if !(bits.is_finite()) || bits >= (u64::MAX - 64) as f64 {
+        return Err(ErrorKind::TooLarge {
+            needed: u64::MAX,
+            limit: u64::MAX,
+        }
+        .into());
+    }
+    let bits = (bits as u64).max(1);
+    Ok(bits.div_ceil(64) * 64)
+}
+
+// -------------------------------------------------------------- RedisBloom --
+
+/// RedisBloom's bits per entry: `-ln(e) / 0.480453013918201`.
+pub fn redis_bits_per_entry(error_rate: f64) -> f64 {
+    -error_rate.ln() / 0.480453013918201
+}
+
+/// RedisBloom's hash count for an error rate: `ceil(0.693147180559945 * bpe)`.
+pub fn redis_hashes(error_rate: f64) -> u32 {
+    let k = (0.693147180559945 * redis_bits_per_entry(error_rate)).ceil();
+    if k.is_finite() && k >= 1.0 {
+        (k as u64).min(u32::MAX as u64) as u32
+    } else {
+        1
+    }
+}
+
+/// RedisBloom's bit count for a link: `floor(capacity * bpe)` rounded up to a
+/// multiple of 64 (RedisBloom's `BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64`).
+pub fn redis_bits(capacity: u64, error_rate: f64) -> Result<u64> {
+    check_capacity(capacity)?;
+    check_error_rate(error_rate)?;
+    let bits = capacity as f64 * redis_bits_per_entry(error_rate);
+    if !bits.is_finite() || bits >= (u64::MAX - 64) as f64 {
+        return Err(ErrorKind::TooLarge {
+            needed: u64::MAX,
+            limit: u64::MAX,
+        }
+        .into());
+    }
+    Ok((bits as u64).div_ceil(64) * 64)
+}
+
+// ---------------------------------------------------------------- blocked --
+
+/// Probability distribution of the number of distinct positions among `k`
+/// independent uniform draws from `b` slots: `dist[d]` for `d` in `0..=k`.
+fn distinct_distribution(k: u32, b: f64) -> Vec<f64> {
+    let k = k as usize;
+    let mut dist = vec![0.0; k + 1];
+    dist[0] = 1.0;
+    for _ in 0..k {
+        let mut next = vec![0.0; k + 1];
+        for (d, &p) in dist.iter().enumerate() {
+            if p == 0.0 {
+                continue;
+            }
+            let same = d as f64 / b;
+            next[d] += p * same;
+            if d < k {
+                next[d + 1] += p * (1.0 - same);
+            }
+        }
+        dist = next;
+    }
+    dist
+}
+
+/// ln(j!) by Stirling's series (exact enough for Poisson weights).
+fn ln_factorial(j: f64) -> f64 {
+    if j < 2.0 {
+        return 0.0;
+    }
+    if j < 20.0 {
+        let mut acc = 0.0;
+        let mut i = 2.0;
+        while i <= j {
+            acc += f64::ln(i);
+            i += 1.0;
+        }
+        return acc;
+    }
+    j * j.ln() - j + 0.5 * (2.0 * std::f64::consts::PI * j).ln() + 1.0 / (12.0 * j)
+        - 1.0 / (360.0 * j * j * j)
+}
+
+/// Expected false-positive rate of a blocked filter with `blocks` blocks of
+/// `usable` addressable bits, `hashes` positions per item and `items` items.
+fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
+    if blocks == 0 {
+        return 1.0;
+    }
+    if items == 0 {
+        return 0.0;
+    }
+    let b = usable as f64;
+    let k = hashes as f64;
+    let lambda = items as f64 / blocks as f64;
+    let distinct = distinct_distribution(hashes, b);
+    let per_block = |j: f64| -> f64 {
+        let fill = 1.0 - (1.0 - 1.0 / b).powf(k * j);
+        distinct
+            .iter()
+            .enumerate()
+            .map(|(d, &p)| p * fill.powi(d as i32))
+            .sum()
+    };
+    // Sum the Poisson(lambda) mixture outwards from its mode until the
+    // weights are negligible.
+    let mode = lambda.floor();
+    let ln_pmode = -lambda + mode * lambda.ln() - ln_factorial(mode);
+    let pmode = ln_pmode.exp();
+    let mut total = pmode * per_block(mode);
+    let mut weight = pmode;
+    let mut j = mode;
+    loop {
+        j += 1.0;
+        weight *= lambda / j;
+        let term = weight * per_block(j);
+        total += term;
+        if weight < 1e-18 && j > lambda {
+            break;
+        }
+    }
+    let mut weight = pmode;
+    let mut j = mode;
+    while j > 0.0 {
+        weight *= j / lambda;
+        j -= 1.0;
+        total += weight * per_block(j);
+        if weight < 1e-18 {
+            break;
+        }
+    }
+    total.min(1.0)
+}
+
+/// Expected false-positive rate of a blocked Bloom filter with `blocks`
+/// 512-bit blocks and `hashes` hashes holding `items` items.
+pub fn blocked_fpp(blocks: u64, hashes: u32, items: u64) -> f64 {
+    blocked_fpp_with(blocks, BLOCK_USABLE_BITS, hashes, items)
+}
+
+/// Expected false-positive rate of a counting filter with `blocks` blocks of
+/// 128 counters and `hashes` hashes holding `items` items.
+pub fn counting_fpp(blocks: u64, hashes: u32, items: u64) -> f64 {
+    blocked_fpp_with(blocks, COUNTING_BLOCK_COUNTERS, hashes, items)
+}
+
+/// Fewest blocks (and the hash count that achieves it) so that a blocked
+/// filter of `usable`-bit blocks holds `capacity` items at `error_rate`.
+fn blocked_size_with(capacity: u64, error_rate: f64, usable: u64) -> Result<(u64, u32)> {
+    check_capacity(capacity)?;
+    check_error_rate(error_rate)?;
+    let ideal_bits = capacity as f64 * -error_rate.ln() / LN2_SQUARED;
+    let ideal_k = (LN2 * ideal_bits / capacity as f64).round().max(1.0) as u32;
+    let mut best: Option<(u64, u32)> = None;
+    let k_lo = ideal_k.saturating_sub(3).max(1);
+    let k_hi = (ideal_k + 6).min(MAX_BLOCKED_HASHES);
+    for k in k_lo..=k_hi {
+        let fits = |blocks: u64| blocked_fpp_with(blocks, usable, k, capacity) <= error_rate;
+        // Find an upper bound by doubling from the ideal size.
+        let mut hi = ((ideal_bits / usable as f64).ceil() as u64).max(1);
+        let mut doublings = 0;
+        while !fits(hi) {
+            hi = hi.saturating_mul(2);
+            doublings += 1;
+            if doublings > 8 || hi > (1u64 << 50) {
+                break;
+            }
+        }
+        if !fits(hi) {
+            continue;
+        }
+        let mut lo = 0u64; // does not fit
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        if best.is_none_or(|(b, _)| hi < b) {
+            best = Some((hi, k));
+        }
+    }
+    best.ok_or_else(|| {
+        ErrorKind::Unreachable(format!(
+            "no blocked filter reaches error rate {error_rate} for capacity {capacity}; use the classic layout"
+        ))
+        .into()
+    })
+}
+
+/// Blocks and hashes of the smallest blocked Bloom filter that holds
+/// `capacity` items with a false-positive rate of at most `error_rate`.
+///
+/// ```
+/// let (blocks, hashes) = seen_core::sizing::blocked_size(1_000_000, 0.01).unwrap();
+/// let bits_per_item = (blocks * 512) as f64 / 1e6;
+/// assert!(bits_per_item < 11.0, "{bits_per_item}");
+/// assert!(seen_core::sizing::blocked_fpp(blocks, hashes, 1_000_000) <= 0.01);
+/// ```
+pub fn blocked_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
+    blocked_size_with(capacity, error_rate, BLOCK_USABLE_BITS)
+}
+
+/// Blocks and hashes of the smallest counting filter (128 four-bit counters
+/// per block) that holds `capacity` items at `error_rate`.
+pub fn counting_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
+    blocked_size_with(capacity, error_rate, COUNTING_BLOCK_COUNTERS)
+}
+
+/// Most items a blocked filter of `blocks` blocks holds at `error_rate` (with
+/// the best hash count for that load), and that hash count.
+pub fn blocked_capacity(blocks: u64, error_rate: f64) -> Result<(u64, u32)> {
+    check_error_rate(error_rate)?;
+    if blocks == 0 {
+        return Ok((0, 1));
+    }
+    let mut best = (0u64, 1u32);
+    let ideal_items = (blocks * BLOCK_USABLE_BITS) as f64 * LN2_SQUARED / -error_rate.ln();
+    let ideal_k = ((-error_rate.ln() / LN2).round() as u32).max(1);
+    for k in ideal_k.saturating_sub(3).max(1)..=(ideal_k + 3).min(MAX_BLOCKED_HASHES) {
+        let fits = |n: u64| blocked_fpp(blocks, k, n) <= error_rate;
+        let mut lo = 0u64; // fits
+        let mut hi = (ideal_items.ceil() as u64).saturating_add(1).max(1); // ideal is an upper bound
+        while fits(hi) && hi < u64::MAX / 2 {
+            hi *= 2;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo > best.0 {
+            best = (lo, k);
+        }
+    }
+    Ok(best)
+}
+
+/// Swamidass & Baldi's estimate of the number of distinct items in a filter
+/// of `bits` addressable bits with `hashes` hashes, of which `set` are set:
+/// `n ≈ -(m / k) ln(1 - X / m)`.
+pub fn estimate_items(bits: u64, hashes: u32, set: u64) -> f64 {
+    if bits == 0 || hashes == 0 {
+        return 0.0;
+    }
+    let m = bits as f64;
+    let x = (set as f64).min(m);
+    if x >= m {
+        return f64::INFINITY;
+    }
+    -(m / hashes as f64) * (1.0 - x / m).ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_matches_textbook() {
+        let (bits, k) = classic_size(1_000_000, 0.01).unwrap();
+        assert!((9_585_000..9_586_000).contains(&bits), "{bits}");
+        assert_eq!(k, 7);
+        let p = classic_fpp(bits, k, 1_000_000);
+        assert!((p - 0.01).abs() < 0.0005, "{p}");
+        let cap = classic_capacity(bits, 0.01).unwrap();
+        assert!((1_000_000..1_000_010).contains(&cap), "{cap}");
+    }
+
+    #[test]
+    fn redis_rules() {
+        // bf_debug of the RedisBloom vectors: capacity 1000 at 0.01 is
+        // 9600 bits with 7 hashes; capacity 100 at 0.001 is 1472 bits, 10 hashes.
+        assert_eq!(redis_bits(1000, 0.01).unwrap(), 9600);
+        assert_eq!(redis_hashes(0.01), 7);
+        assert_eq!(redis_bits(100, 0.001).unwrap(), 1472);
+        assert_eq!(redis_hashes(0.001), 10);
+        assert_eq!(redis_bits(10, 0.005).unwrap(), 128);
+        assert_eq!(redis_hashes(0.005), 8);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        for p in [0.0, 1.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                blocked_size(100, p).unwrap_err().kind(),
+                ErrorKind::InvalidErrorRate(_)
+            ));
+            assert!(classic_size(100, p).is_err());
+        }
+        assert!(matches!(
+            blocked_size(0, 0.01).unwrap_err().kind(),
+            ErrorKind::ZeroCapacity
+        ));
+        assert!(matches!(
+            classic_size(u64::MAX, 1e-300).unwrap_err().kind(),
+            ErrorKind::TooLarge { .. }
+        ));
+    }
+
+    #[test]
+    fn blocked_sizes_meet_issue_budgets() {
+        for (p, budget) in [(0.01, 11.0), (0.0001, 23.0)] {
+            for n in [1_000u64, 1_000_000, 10_000_000] {
+                let (blocks, k) = blocked_size(n, p).unwrap();
+                let bpi = (blocks * BLOCK_BITS) as f64 / n as f64;
+                assert!(bpi <= budget, "p={p} n={n}: {bpi} bits/item, k={k}");
+                assert!(blocked_fpp(blocks, k, n) <= p);
+                assert!(blocked_fpp(blocks - 1, k, n) > p, "not minimal");
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_capacity_inverts_size() {
+        let (blocks, _) = blocked_size(1_000_000, 0.001).unwrap();
+        let (cap, k) = blocked_capacity(blocks, 0.001).unwrap();
+        assert!(cap >= 1_000_000, "{cap}");
+        assert!(cap < 1_010_000, "{cap}");
+        assert!(blocked_fpp(blocks, k, cap) <= 0.001);
+    }
+
+    #[test]
+    fn distinct_distribution_sums_to_one() {
+        let d = distinct_distribution(12, 509.0);
+        assert!((d.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(d[12] > 0.8);
+    }
+
+    #[test]
+    fn estimate_inverts_fill() {
+        let m = 1_000_000u64;
+        let k = 7;
+        let n = 100_000f64;
+        let set = (m as f64 * (1.0 - (-(k as f64) * n / m as f64).exp())) as u64;
+        let est = estimate_items(m, k, set);
+        assert!((est - n).abs() / n < 0.001, "{est}");
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of seen-core: one binary, one module per concern.
+
+mod concurrency;
+mod decode;
+mod golden;
+mod props;
+mod redisbloom_vectors;
+mod stats;
