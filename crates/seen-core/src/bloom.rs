@@ -36,6 +36,8 @@ pub struct FilterBuilder {
     layout: Layout,
     seed: u64,
     max_bytes: u64,
+    /// Size classic filters with RedisBloom's formulas (chains' links).
+    redis_sizing: bool,
 }
 
 impl FilterBuilder {
@@ -47,7 +49,16 @@ impl FilterBuilder {
             layout: Layout::Blocked,
             seed: DEFAULT_SEED,
             max_bytes: DEFAULT_MAX_BYTES,
+            redis_sizing: false,
         }
+    }
+
+    /// Sizes a classic filter exactly as RedisBloom sizes a link, rather
+    /// than with [`sizing::classic_size`] (which meets the rate at capacity
+    /// where RedisBloom's rounding can miss it by a few percent).
+    pub(crate) fn redis_sizing(mut self, on: bool) -> Self {
+        self.redis_sizing = on;
+        self
     }
 
     /// Selects the layout.
@@ -79,10 +90,11 @@ impl FilterBuilder {
         }
         match self.layout {
             Layout::Blocked => sizing::blocked_size(self.capacity, self.error_rate),
-            Layout::Classic => Ok((
+            Layout::Classic if self.redis_sizing => Ok((
                 sizing::redis_bits(self.capacity, self.error_rate)?,
                 sizing::redis_hashes(self.error_rate).min(sizing::MAX_HASHES),
             )),
+            Layout::Classic => sizing::classic_size(self.capacity, self.error_rate),
         }
     }
 

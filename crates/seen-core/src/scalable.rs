@@ -101,6 +101,7 @@ impl ScalableBuilder {
         };
         let first = FilterBuilder::new(self.base.capacity(), first_error)
             .layout(self.base.layout_value())
+            .redis_sizing(true)
             .seed(self.base.seed_value())
             .max_bytes(self.base.max_bytes_value())
             .build()?;
@@ -137,6 +138,12 @@ pub(crate) struct ChainParams {
 /// chain's false-positive rate stays below the rate asked for however many
 /// items arrive. With [`Layout::Classic`] it follows RedisBloom's chain rules
 /// exactly (see `docs/FORMAT.md`).
+///
+/// Classic links are sized with RedisBloom's formulas (for compatibility):
+/// a scaling chain's first link gets half the rate, which covers their
+/// rounding, but a non-scaling classic chain can measure up to about 3% above
+/// its rate at capacity (at rate 0.1; less at lower rates), exactly as
+/// RedisBloom does. Blocked chains are sized to meet the rate.
 ///
 /// Shared through `&self` like [`BloomFilter`]; adds are exact under
 /// concurrency (two threads adding the same new item: exactly one is told
@@ -282,6 +289,7 @@ impl ScalableBloomFilter {
         let used: u64 = links.iter().map(|l| l.memory_bytes()).sum();
         let link = FilterBuilder::new(capacity, last.error_rate() * ERROR_TIGHTENING_RATIO)
             .layout(self.params.layout)
+            .redis_sizing(true)
             .seed(self.params.seed)
             .max_bytes(self.params.max_bytes.saturating_sub(used))
             .build()
