@@ -300,6 +300,14 @@ impl ScalableBloomFilter {
                         limit: self.params.max_bytes,
                     }
                     .into(),
+                    ErrorKind::Unreachable(_) => ErrorKind::Unreachable(format!(
+                        "the filter cannot grow: its next sub-filter would need error rate {:e}, \
+                         which the {:?} layout cannot reach; create it with a larger capacity or \
+                         expansion",
+                        last.error_rate() * ERROR_TIGHTENING_RATIO,
+                        self.params.layout
+                    ))
+                    .into(),
                     other => other.into(),
                 }
             })?;
