@@ -9,7 +9,7 @@ fn main() {
         (262144, 13600),
     ] {
         let k = 13;
-        let fillings = 20_000_000 / (bits as u64);
+        let fillings = 20_000_000 / bits;
         let probes_per = 20_000u64;
         let mut fps = 0u64;
         for r in 0..fillings {

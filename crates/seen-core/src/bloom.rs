@@ -462,6 +462,10 @@ impl BloomFilter {
     pub(crate) fn set_len(&mut self, items: u64) {
         *self.items.get_mut() = items;
     }
+
+    pub(crate) fn items_counter(&self) -> &AtomicU64 {
+        &self.items
+    }
 }
 
 #[cfg(test)]
@@ -530,11 +534,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("seed"));
-    }
-}
-
-impl BloomFilter {
-    pub(crate) fn items_counter(&self) -> &AtomicU64 {
-        &self.items
     }
 }

@@ -12,7 +12,7 @@
 //! * [`CountingBloomFilter`]: 4-bit counters, so items can be removed.
 //! * [`sizing`]: pure functions from (capacity, error rate) to (bits,
 //!   hashes) and back.
-//! * [`format`]: the versioned, checksummed byte format of every kind,
+//! * [`format`](mod@format): the versioned, checksummed byte format of every kind,
 //!   specified in `docs/FORMAT.md`.
 //!
 //! Two layouts: [`Layout::Blocked`] (default) puts all of an item's bits in
@@ -77,3 +77,8 @@ pub fn blocked_positions(hash: ItemHash, hashes: u32) -> Vec<u64> {
 pub fn blocked_block_index(hash: ItemHash, blocks: u64) -> u64 {
     raw::fastrange(hash.lo, blocks)
 }
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

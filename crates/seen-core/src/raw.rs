@@ -71,15 +71,31 @@ impl Layout {
     }
 }
 
+/// `x_i = hi * LCG_JUMP[i].0 + LCG_JUMP[i].1` is the LCG walk's `i`-th state
+/// in closed form (`M^i` and `C (M^i - 1) / (M - 1)`), so the positions can
+/// be computed independently of each other instead of as a chain of
+/// dependent multiplies.
+const LCG_JUMP: [(u64, u64); MAX_HASHES as usize] = {
+    let mut table = [(0u64, 0u64); MAX_HASHES as usize];
+    let (mut a, mut b) = (1u64, 0u64);
+    let mut i = 0;
+    while i < table.len() {
+        table[i] = (a, b);
+        a = a.wrapping_mul(LCG_MUL);
+        b = b.wrapping_mul(LCG_MUL).wrapping_add(LCG_ADD);
+        i += 1;
+    }
+    table
+};
+
 /// The in-block positions of an item, as a mask per word.
 #[inline(always)]
 pub(crate) fn block_mask(hi: u64, hashes: u32) -> [u64; BLOCK_WORDS] {
     let mut mask = [0u64; BLOCK_WORDS];
-    let mut x = hi;
-    for _ in 0..hashes {
+    for &(a, b) in &LCG_JUMP[..hashes as usize] {
+        let x = hi.wrapping_mul(a).wrapping_add(b);
         let p = 1 + (((x >> 32) * BLOCK_USABLE_BITS) >> 32);
         mask[(p >> 6) as usize] |= 1u64 << (p & 63);
-        x = x.wrapping_mul(LCG_MUL).wrapping_add(LCG_ADD);
     }
     mask
 }
@@ -381,7 +397,7 @@ fn block_has(block: &Block, mask: &[u64; BLOCK_WORDS]) -> bool {
 
 /// Sets the masked bits of a block under its lock bit; returns whether any
 /// was unset.
-#[cold]
+#[inline]
 fn block_add_locked(block: &Block, mask: &[u64; BLOCK_WORDS]) -> bool {
     let w0 = &block.0[0];
     let mut spins = 0u32;

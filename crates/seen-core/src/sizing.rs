@@ -168,6 +168,9 @@ pub fn redis_bits_per_entry(error_rate: f64) -> f64 {
 }
 
 /// RedisBloom's hash count for an error rate: `ceil(0.693147180559945 * bpe)`.
+// RedisBloom's literal, not `LN_2`: the last digits differ, and the result
+// must match RedisBloom's to the bit.
+#[allow(clippy::approx_constant)]
 pub fn redis_hashes(error_rate: f64) -> u32 {
     let k = (0.693147180559945 * redis_bits_per_entry(error_rate)).ceil();
     if k.is_finite() && k >= 1.0 {

@@ -19,7 +19,9 @@ fn item(i: usize) -> [u8; 8] {
     (i as u64).to_le_bytes()
 }
 
-fn run(add: Arc<dyn Fn(&[u8]) -> bool + Send + Sync>, rotate: bool) -> Vec<u8> {
+type AddFn = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+fn run(add: AddFn, rotate: bool) -> Vec<u8> {
     let news: Arc<Vec<AtomicU8>> = Arc::new((0..ITEMS).map(|_| AtomicU8::new(0)).collect());
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
