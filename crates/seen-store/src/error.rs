@@ -1,0 +1,104 @@
+//! The store's error type.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A `Result` whose error is the store's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from the durable store.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+impl Error {
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Error { kind }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Io { source, .. } => Some(source),
+            ErrorKind::Filter(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The kinds of [`Error`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An I/O operation failed; the mutation that needed it was not applied
+    /// durably and was not acknowledged.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A filter operation failed (bad parameters, full, too large...).
+    #[error(transparent)]
+    Filter(#[from] seen_core::Error),
+    /// The log or a snapshot is corrupt at a place recovery cannot skip.
+    #[error("corrupt {path} at offset {offset}: {what}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// Another process holds the data directory.
+    #[error("data directory {0} is locked by another process")]
+    Locked(PathBuf),
+    /// No filter has that name.
+    #[error("no such filter")]
+    NotFound,
+    /// A filter with that name exists already.
+    #[error("a filter with that name exists")]
+    Exists,
+    /// The operation does not apply to this kind of filter.
+    #[error("{0}")]
+    WrongKind(&'static str),
+    /// An earlier sync failed; the log cannot promise durability until the
+    /// store is reopened.
+    #[error("the write-ahead log is unusable after a failed sync: {0}")]
+    Poisoned(String),
+}
+
+pub(crate) fn io_err(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Error {
+    ErrorKind::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+    .into()
+}
+
+impl From<seen_core::Error> for Error {
+    fn from(e: seen_core::Error) -> Self {
+        ErrorKind::Filter(e).into()
+    }
+}

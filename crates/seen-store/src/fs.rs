@@ -1,0 +1,112 @@
+//! The small file-system interface storage code is written against.
+//!
+//! [`RealFs`] is the operating system. Tests wrap it (see
+//! `FaultyFs` in the tests) to inject short writes, failed syncs and
+//! `ENOSPC` exactly where they want them.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// An open file, as storage code uses one.
+pub trait FsFile: Send + Sync {
+    /// Writes all of `buf` at the current position.
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// `fdatasync`: the file's data (and size) are durable once this returns.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Reserves `len` bytes of disk for the file (no sparse holes), so that
+    /// writing into a memory map of it can never hit a full disk.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// The underlying file, to memory-map it or read it.
+    fn std_file(&self) -> &File;
+    /// An independent handle to the same open file (for syncing from
+    /// another thread).
+    fn try_clone(&self) -> io::Result<Box<dyn FsFile>>;
+}
+
+/// File-system operations.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates (truncating) a file for writing and reading.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Opens an existing file for reading and writing.
+    fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Opens an existing file for reading.
+    fn open_read(&self, path: &Path) -> io::Result<File>;
+    /// Renames atomically.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Fsyncs a directory, making creates, renames and removes in it durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Lists a directory's file names.
+    fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+}
+
+/// The real file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealFs;
+
+struct RealFile(File);
+
+impl FsFile for RealFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        io::Write::write_all(&mut self.0, buf)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        rustix::fs::fallocate(&self.0, rustix::fs::FallocateFlags::empty(), 0, len)
+            .map_err(io::Error::from)
+    }
+    fn std_file(&self) -> &File {
+        &self.0
+    }
+    fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(RealFile(self.0.try_clone()?)))
+    }
+}
+
+impl Fs for RealFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(RealFile(f)))
+    }
+    fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        Ok(Box::new(RealFile(f)))
+    }
+    fn open_read(&self, path: &Path) -> io::Result<File> {
+        File::open(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+    fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            out.push(entry?.path());
+        }
+        out.sort();
+        Ok(out)
+    }
+}

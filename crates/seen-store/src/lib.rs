@@ -1,0 +1,59 @@
+//! # seen-store
+//!
+//! The durable local store under `seen serve` and `seen dedup --state`: any
+//! number of named filters (every kind of `seen-core`) in one data
+//! directory, so that a user who restarts the process, or whose machine loses
+//! power, finds every item they were told was added.
+//!
+//! ```text
+//! <dir>/LOCK                      held (flock) while a store has it open
+//! <dir>/snapshots/<id>.snap       one per filter: name, expiry, lsn, filter
+//! <dir>/wal/<first-lsn>.log       preallocated log segments
+//! ```
+//!
+//! Every mutation is appended to the write-ahead log as a checksummed record
+//! holding item hashes (never item bytes) before it is applied, and is
+//! acknowledged once the record is as durable as the [`FsyncPolicy`]
+//! promises. Checkpoints write changed filters as snapshots (temp file,
+//! fsync, rename, directory fsync) and drop log segments they cover. Opening
+//! loads the snapshots and replays the log after them; a torn last record is
+//! truncated with a warning, corruption elsewhere stops the open with an
+//! error naming the file and offset unless [`StoreOptions::salvage`] is set.
+//!
+//! What each policy can lose (see docs/FORMAT.md for the formats):
+//!
+//! | policy | process killed | power lost |
+//! |---|---|---|
+//! | `Always` | nothing | nothing acknowledged |
+//! | `EverySec` | nothing | about the last second |
+//! | `No` | nothing | what the kernel had not written back (Linux: up to ~30 s) |
+//!
+//! ```
+//! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};
+//! use seen_core::Layout;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let opts = StoreOptions { fsync: FsyncPolicy::Always, ..Default::default() };
+//! let store = Store::open(dir.path(), opts.clone()).unwrap();
+//! let spec = FilterSpec::Bloom { capacity: 1000, error_rate: 0.01, layout: Layout::Blocked };
+//! store.create(b"urls", &spec).unwrap();
+//! let out = store.add(b"urls", &[b"https://example.com/"], None).unwrap();
+//! assert_eq!(out.new, vec![true]);
+//! drop(store); // even without close(): the log has it
+//! let store = Store::open(dir.path(), opts).unwrap();
+//! assert_eq!(store.contains(b"urls", &[b"https://example.com/"]).unwrap(), Some(vec![true]));
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod fs;
+mod record;
+mod snapshot;
+mod store;
+mod wal;
+
+pub use error::{Error, ErrorKind, Result};
+pub use record::FilterSpec;
+pub use store::{AddOutcome, Store, StoreOptions};
+pub use wal::FsyncPolicy;

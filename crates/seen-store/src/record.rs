@@ -1,0 +1,330 @@
+//! Write-ahead log records (specified in docs/FORMAT.md, section 6).
+//!
+//! ```text
+//! u32 len   bytes from `lsn` to the end of the payload
+//! u32 crc   CRC-32 of those `len` bytes
+//! u64 lsn   log sequence number, +1 per record
+//! u8  type  1 create, 2 add, 3 remove, 4 delete, 5 expire
+//! payload
+//! zero padding to a multiple of 8 bytes
+//! ```
+//!
+//! Items are never logged, only their 128-bit hashes: the store never
+//! writes users' URLs to disk in plain text.
+
+use seen_core::{ItemHash, Layout};
+
+/// Most hashes in one add/remove record (1 MiB of hashes).
+pub(crate) const MAX_HASHES_PER_RECORD: usize = 65_536;
+
+/// How to create a filter: what a `create` record stores.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FilterSpec {
+    /// A fixed-size [`seen_core::BloomFilter`].
+    Bloom {
+        /// Items it is sized for.
+        capacity: u64,
+        /// False-positive rate at capacity.
+        error_rate: f64,
+        /// Layout.
+        layout: Layout,
+    },
+    /// A [`seen_core::ScalableBloomFilter`].
+    Scalable {
+        /// Initial capacity.
+        capacity: u64,
+        /// Overall false-positive rate.
+        error_rate: f64,
+        /// Layout (`Classic` is RedisBloom's).
+        layout: Layout,
+        /// Growth factor.
+        expansion: u32,
+        /// Refuse to grow.
+        nonscaling: bool,
+    },
+    /// A [`seen_core::CountingBloomFilter`].
+    Counting {
+        /// Items it is sized for.
+        capacity: u64,
+        /// False-positive rate at capacity.
+        error_rate: f64,
+    },
+}
+
+impl FilterSpec {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        let (kind, layout, nonscaling, expansion, capacity, error) = match *self {
+            FilterSpec::Bloom {
+                capacity,
+                error_rate,
+                layout,
+            } => (1u8, layout.id(), 0u8, 0u32, capacity, error_rate),
+            FilterSpec::Scalable {
+                capacity,
+                error_rate,
+                layout,
+                expansion,
+                nonscaling,
+            } => (
+                2,
+                layout.id(),
+                nonscaling as u8,
+                expansion,
+                capacity,
+                error_rate,
+            ),
+            FilterSpec::Counting {
+                capacity,
+                error_rate,
+            } => (3, 3, 0, 0, capacity, error_rate),
+        };
+        out.extend_from_slice(&[kind, layout, nonscaling, 0]);
+        out.extend_from_slice(&expansion.to_le_bytes());
+        out.extend_from_slice(&capacity.to_le_bytes());
+        out.extend_from_slice(&error.to_le_bytes());
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<FilterSpec> {
+        if b.len() < 24 {
+            return None;
+        }
+        let expansion = u32::from_le_bytes(b[4..8].try_into().ok()?);
+        let capacity = u64::from_le_bytes(b[8..16].try_into().ok()?);
+        let error_rate = f64::from_le_bytes(b[16..24].try_into().ok()?);
+        match b[0] {
+            1 => Some(FilterSpec::Bloom {
+                capacity,
+                error_rate,
+                layout: Layout::from_id(b[1])?,
+            }),
+            2 => Some(FilterSpec::Scalable {
+                capacity,
+                error_rate,
+                layout: Layout::from_id(b[1])?,
+                expansion,
+                nonscaling: b[2] != 0,
+            }),
+            3 => Some(FilterSpec::Counting {
+                capacity,
+                error_rate,
+            }),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) const SPEC_BYTES: usize = 24;
+
+/// A decoded log record.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Record {
+    Create {
+        id: u64,
+        spec: FilterSpec,
+        name: Vec<u8>,
+    },
+    Add {
+        id: u64,
+        hashes: Vec<ItemHash>,
+    },
+    Remove {
+        id: u64,
+        hashes: Vec<ItemHash>,
+    },
+    Delete {
+        id: u64,
+    },
+    Expire {
+        id: u64,
+        /// Unix milliseconds; 0 removes the expiry.
+        at_ms: i64,
+    },
+}
+
+impl Record {
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            Record::Create { id, .. }
+            | Record::Add { id, .. }
+            | Record::Remove { id, .. }
+            | Record::Delete { id }
+            | Record::Expire { id, .. } => *id,
+        }
+    }
+
+    /// Type byte and payload.
+    fn payload(&self) -> (u8, Vec<u8>) {
+        let mut p = Vec::new();
+        let t = match self {
+            Record::Create { id, spec, name } => {
+                p.extend_from_slice(&id.to_le_bytes());
+                spec.encode(&mut p);
+                p.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                p.extend_from_slice(name);
+                1
+            }
+            Record::Add { id, hashes } | Record::Remove { id, hashes } => {
+                p.reserve(12 + 16 * hashes.len());
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(&(hashes.len() as u32).to_le_bytes());
+                for h in hashes {
+                    p.extend_from_slice(&h.to_le_bytes());
+                }
+                if matches!(self, Record::Add { .. }) {
+                    2
+                } else {
+                    3
+                }
+            }
+            Record::Delete { id } => {
+                p.extend_from_slice(&id.to_le_bytes());
+                4
+            }
+            Record::Expire { id, at_ms } => {
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(&at_ms.to_le_bytes());
+                5
+            }
+        };
+        (t, p)
+    }
+
+    /// The whole record with `lsn`, padded to 8 bytes.
+    pub(crate) fn encode(&self, lsn: u64) -> Vec<u8> {
+        let (t, payload) = self.payload();
+        let len = 9 + payload.len();
+        let mut out = Vec::with_capacity((8 + len).next_multiple_of(8));
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&lsn.to_le_bytes());
+        out.push(t);
+        out.extend_from_slice(&payload);
+        let crc = crc32fast::hash(&out[8..]);
+        out[4..8].copy_from_slice(&crc.to_le_bytes());
+        out.resize(out.len().next_multiple_of(8), 0);
+        out
+    }
+}
+
+/// What is at an offset of a log segment.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Parsed {
+    /// A valid record, its lsn, and the padded length it occupies.
+    Record(Record, u64, usize),
+    /// Zeroes: the end of the written part of the segment.
+    End,
+    /// Not a valid record.
+    Bad(String),
+}
+
+/// Parses the record at the start of `b` (`b` runs to the segment's end).
+pub(crate) fn parse(b: &[u8]) -> Parsed {
+    if b.len() < 8 {
+        return Parsed::End;
+    }
+    let len = u32::from_le_bytes(b[0..4].try_into().expect("4")) as usize;
+    let crc = u32::from_le_bytes(b[4..8].try_into().expect("4"));
+    if len == 0 && crc == 0 {
+        return Parsed::End;
+    }
+    if len < 9 || 8 + len > b.len() {
+        return Parsed::Bad(format!("record length {len} does not fit"));
+    }
+    let body = &b[8..8 + len];
+    if crc32fast::hash(body) != crc {
+        return Parsed::Bad("record checksum mismatch".into());
+    }
+    let lsn = u64::from_le_bytes(body[0..8].try_into().expect("8"));
+    let p = &body[9..];
+    let u64_at =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(p.get(o..o + 8)?.try_into().ok()?)) };
+    let id = match u64_at(0) {
+        Some(id) => id,
+        None => return Parsed::Bad("record too short for its type".into()),
+    };
+    let hashes = |p: &[u8]| -> Option<Vec<ItemHash>> {
+        let n = u32::from_le_bytes(p.get(8..12)?.try_into().ok()?) as usize;
+        let data = p.get(12..12 + n.checked_mul(16)?)?;
+        if data.len() + 12 != p.len() {
+            return None;
+        }
+        Some(
+            data.chunks_exact(16)
+                .map(|c| ItemHash::from_le_bytes(c.try_into().expect("16")))
+                .collect(),
+        )
+    };
+    let rec = match body[8] {
+        1 => (|| {
+            let spec = FilterSpec::decode(p.get(8..8 + SPEC_BYTES)?)?;
+            let o = 8 + SPEC_BYTES;
+            let n = u32::from_le_bytes(p.get(o..o + 4)?.try_into().ok()?) as usize;
+            let name = p.get(o + 4..o + 4 + n)?.to_vec();
+            (o + 4 + n == p.len()).then_some(Record::Create { id, spec, name })
+        })(),
+        2 => hashes(p).map(|hashes| Record::Add { id, hashes }),
+        3 => hashes(p).map(|hashes| Record::Remove { id, hashes }),
+        4 => (p.len() == 8).then_some(Record::Delete { id }),
+        5 => u64_at(8).and_then(|at| {
+            (p.len() == 16).then_some(Record::Expire {
+                id,
+                at_ms: at as i64,
+            })
+        }),
+        _ => None,
+    };
+    match rec {
+        Some(r) => Parsed::Record(r, lsn, (8 + len).next_multiple_of(8)),
+        None => Parsed::Bad(format!("malformed record of type {}", body[8])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_type() {
+        let h = ItemHash { lo: 1, hi: 2 };
+        let recs = vec![
+            Record::Create {
+                id: 7,
+                spec: FilterSpec::Scalable {
+                    capacity: 100,
+                    error_rate: 0.01,
+                    layout: Layout::Classic,
+                    expansion: 2,
+                    nonscaling: true,
+                },
+                name: b"urls\0\r\n".to_vec(),
+            },
+            Record::Add {
+                id: 7,
+                hashes: vec![h; 3],
+            },
+            Record::Remove {
+                id: 7,
+                hashes: vec![h],
+            },
+            Record::Delete { id: 7 },
+            Record::Expire { id: 7, at_ms: -5 },
+        ];
+        for (i, r) in recs.into_iter().enumerate() {
+            let mut b = r.encode(100 + i as u64);
+            assert_eq!(b.len() % 8, 0);
+            let n = b.len();
+            b.extend_from_slice(&[0; 16]);
+            assert_eq!(parse(&b), Parsed::Record(r, 100 + i as u64, n));
+            assert_eq!(parse(&b[n..]), Parsed::End);
+            let unpadded = 8 + u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
+            for cut in 1..unpadded {
+                if b[cut..unpadded].iter().all(|&x| x == 0) {
+                    continue; // cutting zeros off leaves the same bytes
+                }
+                let mut torn = b[..cut].to_vec();
+                torn.resize(n, 0);
+                assert!(!matches!(parse(&torn), Parsed::Record(..)), "cut {cut}");
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Snapshot files: one filter, its name, expiry and the lsn it covers.
+//!
+//! ```text
+//! magic "SEENSNAP", u16 version (1), u16 reserved, u32 name length,
+//! u64 filter id, u64 lsn, i64 expiry (unix ms, 0 = none), name bytes,
+//! u32 CRC-32 of all the above, then the filter in the seen byte format
+//! ```
+//!
+//! Written to `<id>.snap.tmp`, synced, renamed over `<id>.snap`, and the
+//! directory synced: a crash leaves either the old snapshot or the new one.
+
+use std::path::{Path, PathBuf};
+
+use seen_core::{AnyFilter, DecodeOptions};
+
+use crate::error::{io_err, ErrorKind, Result};
+use crate::fs::Fs;
+
+const MAGIC: [u8; 8] = *b"SEENSNAP";
+const VERSION: u16 = 1;
+const FIXED: usize = 40;
+
+/// A filter as loaded from its snapshot.
+pub(crate) struct Loaded {
+    pub(crate) id: u64,
+    pub(crate) lsn: u64,
+    pub(crate) expire_at_ms: i64,
+    pub(crate) name: Vec<u8>,
+    pub(crate) filter: AnyFilter,
+}
+
+pub(crate) fn file_name(id: u64) -> String {
+    format!("{id:016x}.snap")
+}
+
+pub(crate) fn parse_file_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let hex = name.strip_suffix(".snap")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+/// The snapshot header for a filter.
+pub(crate) fn header(id: u64, lsn: u64, expire_at_ms: i64, name: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(FIXED + name.len() + 4);
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    b.extend_from_slice(&id.to_le_bytes());
+    b.extend_from_slice(&lsn.to_le_bytes());
+    b.extend_from_slice(&expire_at_ms.to_le_bytes());
+    b.extend_from_slice(name);
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Writes `header` + `body` durably as the snapshot of filter `id`.
+pub(crate) fn write(
+    fs: &dyn Fs,
+    dir: &Path,
+    id: u64,
+    header: &[u8],
+    body: &[u8],
+) -> Result<PathBuf> {
+    let path = dir.join(file_name(id));
+    let tmp = dir.join(format!("{}.tmp", file_name(id)));
+    let result = (|| {
+        let mut f = fs.create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
+        f.write_all(header).map_err(|e| io_err("write", &tmp, e))?;
+        f.write_all(body).map_err(|e| io_err("write", &tmp, e))?;
+        f.sync_data().map_err(|e| io_err("sync", &tmp, e))?;
+        drop(f);
+        fs.rename(&tmp, &path)
+            .map_err(|e| io_err("rename", &tmp, e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))
+    })();
+    if result.is_err() {
+        let _ = fs.remove(&tmp);
+    }
+    result.map(|()| path)
+}
+
+/// Reads a snapshot file.
+pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loaded> {
+    let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+    let corrupt = |offset: u64, what: String| -> crate::Error {
+        ErrorKind::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            what,
+        }
+        .into()
+    };
+    let mut fixed = [0u8; FIXED];
+    std::io::Read::read_exact(&mut r, &mut fixed)
+        .map_err(|e| corrupt(0, format!("snapshot header: {e}")))?;
+    if fixed[..8] != MAGIC {
+        return Err(corrupt(0, "not a seen snapshot (bad magic)".into()));
+    }
+    let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+    if version != VERSION {
+        return Err(corrupt(
+            8,
+            format!("snapshot version {version}, this build reads {VERSION}"),
+        ));
+    }
+    let u64_at = |o: usize| u64::from_le_bytes(fixed[o..o + 8].try_into().expect("8"));
+    let name_len = u32::from_le_bytes(fixed[12..16].try_into().expect("4")) as usize;
+    if name_len > 1 << 30 {
+        return Err(corrupt(12, format!("name length {name_len}")));
+    }
+    let id = u64_at(16);
+    let lsn = u64_at(24);
+    let expire_at_ms = u64_at(32) as i64;
+    let mut rest = vec![0u8; name_len + 4];
+    std::io::Read::read_exact(&mut r, &mut rest)
+        .map_err(|e| corrupt(FIXED as u64, format!("snapshot header: {e}")))?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&fixed);
+    h.update(&rest[..name_len]);
+    let stored = u32::from_le_bytes(rest[name_len..].try_into().expect("4"));
+    if h.finalize() != stored {
+        return Err(corrupt(0, "snapshot header checksum mismatch".into()));
+    }
+    let body_at = (FIXED + name_len + 4) as u64;
+    let filter = seen_core::decode(&mut r, opts)
+        .map_err(|e| corrupt(body_at, format!("filter data: {e}")))?;
+    rest.truncate(name_len);
+    Ok(Loaded {
+        id,
+        lsn,
+        expire_at_ms,
+        name: rest,
+        filter,
+    })
+}

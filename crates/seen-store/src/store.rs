@@ -1,0 +1,787 @@
+//! [`Store`]: named filters in a data directory, durable through snapshots
+//! and the write-ahead log.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use seen_core::{
+    AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Removal,
+    ScalableBloomFilter, DEFAULT_MAX_BYTES,
+};
+
+use crate::error::{io_err, ErrorKind, Result};
+use crate::fs::{Fs, RealFs};
+use crate::record::{FilterSpec, Record, MAX_HASHES_PER_RECORD};
+use crate::snapshot;
+use crate::wal::{self, FsyncPolicy, Wal};
+
+/// How a [`Store`] behaves.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// When the log is synced.
+    pub fsync: FsyncPolicy,
+    /// Size of each preallocated log segment.
+    pub segment_size: u64,
+    /// Largest filter (bytes of bits) the store creates or loads.
+    pub max_filter_bytes: u64,
+    /// Recover what can be recovered from a corrupt log or snapshot instead
+    /// of refusing to open (losing the damaged part, with warnings).
+    pub salvage: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            fsync: FsyncPolicy::EverySec,
+            segment_size: 64 << 20,
+            max_filter_bytes: DEFAULT_MAX_BYTES,
+            salvage: false,
+        }
+    }
+}
+
+/// The result of adding a batch: whether each item was new, and the error
+/// that stopped the batch early, if one did (a full non-scaling filter).
+#[derive(Debug)]
+pub struct AddOutcome {
+    /// `new[i]`: item `i` was not present before.
+    pub new: Vec<bool>,
+    /// Set when the batch stopped before its end.
+    pub stopped: Option<seen_core::Error>,
+}
+
+struct EntryState {
+    filter: AnyFilter,
+    expire_at_ms: i64,
+    dirty: bool,
+    snap_lsn: u64,
+}
+
+struct Entry {
+    id: u64,
+    name: Vec<u8>,
+    state: Mutex<EntryState>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl EntryState {
+    fn expired(&self, now: i64) -> bool {
+        self.expire_at_ms != 0 && self.expire_at_ms <= now
+    }
+}
+
+fn build(spec: &FilterSpec, max_bytes: u64) -> Result<AnyFilter> {
+    Ok(match *spec {
+        FilterSpec::Bloom {
+            capacity,
+            error_rate,
+            layout,
+        } => AnyFilter::Bloom(
+            BloomFilter::builder(capacity, error_rate)
+                .layout(layout)
+                .max_bytes(max_bytes)
+                .build()?,
+        ),
+        FilterSpec::Scalable {
+            capacity,
+            error_rate,
+            layout,
+            expansion,
+            nonscaling,
+        } => AnyFilter::Scalable(
+            ScalableBloomFilter::builder(capacity, error_rate)
+                .layout(layout)
+                .expansion(expansion)
+                .nonscaling(nonscaling)
+                .max_bytes(max_bytes)
+                .build()?,
+        ),
+        FilterSpec::Counting {
+            capacity,
+            error_rate,
+        } => AnyFilter::Counting(CountingBloomFilter::with_options(
+            capacity,
+            error_rate,
+            seen_core::DEFAULT_SEED,
+            max_bytes,
+        )?),
+    })
+}
+
+fn hash(f: &AnyFilter, item: &[u8]) -> ItemHash {
+    match f {
+        AnyFilter::Bloom(b) => b.hash(item),
+        AnyFilter::Scalable(s) => s.hash(item),
+        AnyFilter::Counting(c) => c.hash(item),
+        _ => unreachable!("AnyFilter has three kinds"),
+    }
+}
+
+fn contains(f: &AnyFilter, h: ItemHash) -> bool {
+    match f {
+        AnyFilter::Bloom(b) => b.contains_hash(h),
+        AnyFilter::Scalable(s) => s.contains_hash(h),
+        AnyFilter::Counting(c) => c.contains_hash(h),
+        _ => unreachable!("AnyFilter has three kinds"),
+    }
+}
+
+/// Applies adds in order, stopping at the first error.
+fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
+    let mut new = Vec::with_capacity(hashes.len());
+    for &h in hashes {
+        let r = match f {
+            AnyFilter::Bloom(b) => Ok(b.add_hash(h)),
+            AnyFilter::Scalable(s) => s.add_hash(h),
+            AnyFilter::Counting(c) => Ok(c.add_hash(h)),
+            _ => unreachable!("AnyFilter has three kinds"),
+        };
+        match r {
+            Ok(n) => new.push(n),
+            Err(e) => {
+                return AddOutcome {
+                    new,
+                    stopped: Some(e),
+                }
+            }
+        }
+    }
+    AddOutcome { new, stopped: None }
+}
+
+fn apply_removes(f: &mut AnyFilter, hashes: &[ItemHash]) -> Result<Vec<Removal>> {
+    match f {
+        AnyFilter::Counting(c) => Ok(hashes.iter().map(|&h| c.remove_hash(h)).collect()),
+        _ => Err(ErrorKind::WrongKind("only counting filters support remove").into()),
+    }
+}
+
+struct Inner {
+    fs: Arc<dyn Fs>,
+    snap_dir: PathBuf,
+    opts: StoreOptions,
+    wal: Arc<Wal>,
+    filters: RwLock<HashMap<Vec<u8>, Arc<Entry>>>,
+    next_id: AtomicU64,
+    /// Ids deleted since the last checkpoint: their snapshot files go then.
+    deleted: Mutex<Vec<u64>>,
+    checkpointing: Mutex<()>,
+    _lock: File,
+}
+
+/// Named filters in a data directory.
+///
+/// Every mutation is appended to the write-ahead log (as item hashes, never
+/// item bytes) before it is applied, and acknowledged only once the log
+/// record is as durable as the [`FsyncPolicy`] promises. Checkpoints write
+/// each changed filter as a snapshot and drop the log segments that all
+/// snapshots cover.
+///
+/// Mutations of one filter are serialised by that filter's own lock, so the
+/// log holds them in the order they were applied and replaying it rebuilds
+/// exactly the same filter; different filters do not wait for each other.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("filters", &self.len())
+            .field("last_lsn", &self.inner.wal.last_lsn())
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir` on the real file system.
+    pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        Self::open_with_fs(dir, opts, Arc::new(RealFs))
+    }
+
+    /// Opens the store through a given file system (tests inject faults).
+    pub fn open_with_fs(
+        dir: impl AsRef<Path>,
+        opts: StoreOptions,
+        fs: Arc<dyn Fs>,
+    ) -> Result<Store> {
+        let dir = dir.as_ref().to_path_buf();
+        let snap_dir = dir.join("snapshots");
+        let wal_dir = dir.join("wal");
+        for d in [&dir, &snap_dir, &wal_dir] {
+            fs.create_dir_all(d)
+                .map_err(|e| io_err("create directory", d, e))?;
+        }
+        let lock_path = dir.join("LOCK");
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io_err("open", &lock_path, e))?;
+        rustix::fs::flock(
+            &lock_file,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .map_err(|_| ErrorKind::Locked(dir.clone()))?;
+
+        let decode_opts = DecodeOptions {
+            max_bytes: opts.max_filter_bytes,
+        };
+        // Snapshots.
+        let mut by_id: HashMap<u64, (Vec<u8>, EntryState)> = HashMap::new();
+        let mut max_lsn = 0u64;
+        let mut max_id = 0u64;
+        for path in fs
+            .list(&snap_dir)
+            .map_err(|e| io_err("list", &snap_dir, e))?
+        {
+            if path.extension().is_some_and(|e| e == "tmp") {
+                let _ = fs.remove(&path);
+                continue;
+            }
+            if snapshot::parse_file_name(&path).is_none() {
+                continue;
+            }
+            match snapshot::read(&*fs, &path, &decode_opts) {
+                Ok(l) => {
+                    max_lsn = max_lsn.max(l.lsn);
+                    max_id = max_id.max(l.id);
+                    by_id.insert(
+                        l.id,
+                        (
+                            l.name,
+                            EntryState {
+                                filter: l.filter,
+                                expire_at_ms: l.expire_at_ms,
+                                dirty: false,
+                                snap_lsn: l.lsn,
+                            },
+                        ),
+                    );
+                }
+                Err(e) if opts.salvage => {
+                    tracing::warn!("skipping unreadable snapshot (salvage): {e}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Log.
+        let mut segments: Vec<(u64, PathBuf)> = fs
+            .list(&wal_dir)
+            .map_err(|e| io_err("list", &wal_dir, e))?
+            .into_iter()
+            .filter_map(|p| wal::parse_segment_name(&p).map(|l| (l, p)))
+            .collect();
+        segments.sort();
+        let (records, last_lsn) = wal::read_all(&*fs, &segments, opts.salvage)?;
+        let mut deleted = Vec::new();
+        let replayed = records.len();
+        for found in records {
+            let lsn = found.lsn;
+            let id = found.record.id();
+            max_id = max_id.max(id);
+            if let Some((_, st)) = by_id.get(&id) {
+                if lsn <= st.snap_lsn {
+                    continue; // already in the snapshot
+                }
+            }
+            match found.record {
+                Record::Create { id, spec, name } => {
+                    if by_id.contains_key(&id) {
+                        continue;
+                    }
+                    let filter = build(&spec, opts.max_filter_bytes)?;
+                    by_id.insert(
+                        id,
+                        (
+                            name,
+                            EntryState {
+                                filter,
+                                expire_at_ms: 0,
+                                dirty: true,
+                                snap_lsn: 0,
+                            },
+                        ),
+                    );
+                }
+                Record::Add { id, hashes } => {
+                    if let Some((_, st)) = by_id.get_mut(&id) {
+                        apply_adds(&mut st.filter, &hashes);
+                        st.dirty = true;
+                    }
+                }
+                Record::Remove { id, hashes } => {
+                    if let Some((_, st)) = by_id.get_mut(&id) {
+                        let _ = apply_removes(&mut st.filter, &hashes);
+                        st.dirty = true;
+                    }
+                }
+                Record::Delete { id } => {
+                    by_id.remove(&id);
+                    deleted.push(id);
+                }
+                Record::Expire { id, at_ms } => {
+                    if let Some((_, st)) = by_id.get_mut(&id) {
+                        st.expire_at_ms = at_ms;
+                        st.dirty = true;
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            "opened {}: {} filters, {} log records replayed",
+            dir.display(),
+            by_id.len(),
+            replayed
+        );
+        let next_lsn = last_lsn.max(max_lsn) + 1;
+        truncate_torn_tail(&*fs, &segments)?;
+        let wal = Wal::open(
+            fs.clone(),
+            wal_dir,
+            opts.fsync,
+            opts.segment_size,
+            next_lsn,
+            segments,
+        )?;
+        let mut filters = HashMap::new();
+        for (id, (name, state)) in by_id {
+            filters.insert(
+                name.clone(),
+                Arc::new(Entry {
+                    id,
+                    name,
+                    state: Mutex::new(state),
+                }),
+            );
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                fs,
+                snap_dir,
+                opts,
+                wal,
+                filters: RwLock::new(filters),
+                next_id: AtomicU64::new(max_id + 1),
+                deleted: Mutex::new(deleted),
+                checkpointing: Mutex::new(()),
+                _lock: lock_file,
+            }),
+        })
+    }
+
+    fn entry(&self, name: &[u8]) -> Option<Arc<Entry>> {
+        self.inner
+            .filters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Before a mutation: a log whose sync failed is usable again only after
+    /// a checkpoint of every filter has succeeded.
+    fn ready_to_write(&self) -> Result<()> {
+        if self.inner.wal.is_poisoned() {
+            self.checkpoint_inner(true)?;
+            self.inner.wal.reset_after_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
+    /// taken.
+    pub fn create(&self, name: &[u8], spec: &FilterSpec) -> Result<()> {
+        self.ready_to_write()?;
+        let lsn = {
+            let mut map = self
+                .inner
+                .filters
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = map.get(name) {
+                if !lock(&e.state).expired(now_ms()) {
+                    return Err(ErrorKind::Exists.into());
+                }
+                let old_id = e.id;
+                self.inner.wal.append(&Record::Delete { id: old_id })?;
+                map.remove(name);
+                lock(&self.inner.deleted).push(old_id);
+            }
+            let filter = build(spec, self.inner.opts.max_filter_bytes)?;
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let lsn = self.inner.wal.append(&Record::Create {
+                id,
+                spec: *spec,
+                name: name.to_vec(),
+            })?;
+            map.insert(
+                name.to_vec(),
+                Arc::new(Entry {
+                    id,
+                    name: name.to_vec(),
+                    state: Mutex::new(EntryState {
+                        filter,
+                        expire_at_ms: 0,
+                        dirty: true,
+                        snap_lsn: 0,
+                    }),
+                }),
+            );
+            lsn
+        };
+        self.inner.wal.commit(lsn)
+    }
+
+    /// The live (not expired) entry for `name`, deleting it if it expired.
+    fn live(&self, name: &[u8]) -> Result<Option<Arc<Entry>>> {
+        let Some(e) = self.entry(name) else {
+            return Ok(None);
+        };
+        if lock(&e.state).expired(now_ms()) {
+            self.delete(name)?;
+            return Ok(None);
+        }
+        Ok(Some(e))
+    }
+
+    /// Adds items to a filter, creating it with `create` first if it does
+    /// not exist and `create` is given.
+    pub fn add(
+        &self,
+        name: &[u8],
+        items: &[&[u8]],
+        create: Option<&FilterSpec>,
+    ) -> Result<AddOutcome> {
+        self.ready_to_write()?;
+        let entry = match self.live(name)? {
+            Some(e) => e,
+            None => match create {
+                Some(spec) => {
+                    // Another writer may create it first; that is fine.
+                    if let Err(e) = self.create(name, spec) {
+                        if !matches!(e.kind(), ErrorKind::Exists) {
+                            return Err(e);
+                        }
+                    }
+                    self.entry(name).ok_or(ErrorKind::NotFound)?
+                }
+                None => return Err(ErrorKind::NotFound.into()),
+            },
+        };
+        let (outcome, lsn) = {
+            let mut st = lock(&entry.state);
+            let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+            // Log only what can change the filter: items already present
+            // change nothing, now or on replay.
+            let to_log: Vec<ItemHash> = hashes
+                .iter()
+                .copied()
+                .filter(|&h| !contains(&st.filter, h))
+                .collect();
+            for chunk in to_log.chunks(MAX_HASHES_PER_RECORD) {
+                self.inner.wal.append(&Record::Add {
+                    id: entry.id,
+                    hashes: chunk.to_vec(),
+                })?;
+            }
+            if !to_log.is_empty() {
+                st.dirty = true;
+            }
+            let outcome = apply_adds(&mut st.filter, &hashes);
+            // Everything this answer depends on (including the records of
+            // earlier adds of the same items) is at or below this lsn.
+            (outcome, self.inner.wal.last_lsn())
+        };
+        self.inner.wal.commit(lsn)?;
+        Ok(outcome)
+    }
+
+    /// Looks items up; `None` if the filter does not exist.
+    pub fn contains(&self, name: &[u8], items: &[&[u8]]) -> Result<Option<Vec<bool>>> {
+        let Some(entry) = self.live(name)? else {
+            return Ok(None);
+        };
+        let (out, lsn) = {
+            let st = lock(&entry.state);
+            let out = items
+                .iter()
+                .map(|i| contains(&st.filter, hash(&st.filter, i)))
+                .collect();
+            (out, self.inner.wal.last_lsn())
+        };
+        // Never answer "present" from an add that could still be lost.
+        self.inner.wal.commit(lsn)?;
+        Ok(Some(out))
+    }
+
+    /// Removes items from a counting filter.
+    pub fn remove(&self, name: &[u8], items: &[&[u8]]) -> Result<Vec<Removal>> {
+        self.ready_to_write()?;
+        let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
+        let (out, lsn) = {
+            let mut st = lock(&entry.state);
+            if !matches!(st.filter, AnyFilter::Counting(_)) {
+                return Err(ErrorKind::WrongKind("only counting filters support remove").into());
+            }
+            let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+            for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
+                self.inner.wal.append(&Record::Remove {
+                    id: entry.id,
+                    hashes: chunk.to_vec(),
+                })?;
+            }
+            st.dirty = true;
+            (
+                apply_removes(&mut st.filter, &hashes)?,
+                self.inner.wal.last_lsn(),
+            )
+        };
+        self.inner.wal.commit(lsn)?;
+        Ok(out)
+    }
+
+    /// Deletes a filter; `false` if there was none.
+    pub fn delete(&self, name: &[u8]) -> Result<bool> {
+        self.ready_to_write()?;
+        let lsn = {
+            let mut map = self
+                .inner
+                .filters
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            let Some(e) = map.get(name) else {
+                return Ok(false);
+            };
+            let lsn = self.inner.wal.append(&Record::Delete { id: e.id })?;
+            let e = map.remove(name).expect("present");
+            lock(&self.inner.deleted).push(e.id);
+            lsn
+        };
+        self.inner.wal.commit(lsn)?;
+        Ok(true)
+    }
+
+    /// Sets (or with `None` clears) the time a filter expires as a whole.
+    pub fn expire_at(&self, name: &[u8], at: Option<SystemTime>) -> Result<bool> {
+        self.ready_to_write()?;
+        let Some(entry) = self.live(name)? else {
+            return Ok(false);
+        };
+        let at_ms = match at {
+            None => 0,
+            Some(t) => t
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(1)
+                .max(1),
+        };
+        let lsn = {
+            let mut st = lock(&entry.state);
+            let lsn = self.inner.wal.append(&Record::Expire {
+                id: entry.id,
+                at_ms,
+            })?;
+            st.expire_at_ms = at_ms;
+            st.dirty = true;
+            lsn
+        };
+        self.inner.wal.commit(lsn)?;
+        if at_ms != 0 && at_ms <= now_ms() {
+            self.delete(name)?;
+        }
+        Ok(true)
+    }
+
+    /// When the filter expires, if it does.
+    pub fn expires_at(&self, name: &[u8]) -> Result<Option<Option<SystemTime>>> {
+        let Some(entry) = self.live(name)? else {
+            return Ok(None);
+        };
+        let at = lock(&entry.state).expire_at_ms;
+        Ok(Some((at != 0).then(|| {
+            UNIX_EPOCH + std::time::Duration::from_millis(at as u64)
+        })))
+    }
+
+    /// Runs `f` on a filter (for `BF.INFO`-style questions).
+    pub fn with_filter<R>(
+        &self,
+        name: &[u8],
+        f: impl FnOnce(&AnyFilter) -> R,
+    ) -> Result<Option<R>> {
+        let Some(entry) = self.live(name)? else {
+            return Ok(None);
+        };
+        let st = lock(&entry.state);
+        Ok(Some(f(&st.filter)))
+    }
+
+    /// Names of all live filters.
+    pub fn names(&self) -> Vec<Vec<u8>> {
+        let now = now_ms();
+        self.inner
+            .filters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|e| !lock(&e.state).expired(now))
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// Number of filters (including expired ones not yet swept).
+    pub fn len(&self) -> usize {
+        self.inner
+            .filters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// True if there are no filters.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes a snapshot of every filter changed since the last checkpoint
+    /// and drops the log segments all snapshots cover. Each filter is
+    /// blocked only while it is encoded into memory (about the time of a
+    /// memory copy of its bits); the file is written without holding it.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_inner(false)
+    }
+
+    fn checkpoint_inner(&self, all: bool) -> Result<()> {
+        let _one = lock(&self.inner.checkpointing);
+        let (floor, entries) = {
+            let map = self.inner.filters.read().unwrap_or_else(|e| e.into_inner());
+            (
+                self.inner.wal.last_lsn(),
+                map.values().cloned().collect::<Vec<_>>(),
+            )
+        };
+        let mut min_lsn = floor;
+        let now = now_ms();
+        for e in entries {
+            let snap = {
+                let mut st = lock(&e.state);
+                if st.expired(now) {
+                    None
+                } else if st.dirty || all {
+                    let lsn = self.inner.wal.last_lsn();
+                    let mut body = Vec::new();
+                    st.filter.encode(&mut body)?;
+                    st.dirty = false;
+                    Some((
+                        snapshot::header(e.id, lsn, st.expire_at_ms, &e.name),
+                        body,
+                        lsn,
+                    ))
+                } else {
+                    min_lsn = min_lsn.min(st.snap_lsn);
+                    None
+                }
+            };
+            let Some((header, body, lsn)) = snap else {
+                if lock(&e.state).expired(now) {
+                    self.delete(&e.name)?;
+                }
+                continue;
+            };
+            if let Err(err) =
+                snapshot::write(&*self.inner.fs, &self.inner.snap_dir, e.id, &header, &body)
+            {
+                lock(&e.state).dirty = true;
+                return Err(err);
+            }
+            lock(&e.state).snap_lsn = lsn;
+            min_lsn = min_lsn.min(lsn);
+        }
+        // Snapshots of deleted filters must go before the log that deletes
+        // them, or they would come back.
+        let deleted: Vec<u64> = std::mem::take(&mut *lock(&self.inner.deleted));
+        let mut removed_any = false;
+        for id in &deleted {
+            let path = self.inner.snap_dir.join(snapshot::file_name(*id));
+            match self.inner.fs.remove(&path) {
+                Ok(()) => removed_any = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    lock(&self.inner.deleted).extend(deleted.iter().copied());
+                    return Err(io_err("remove", &path, e));
+                }
+            }
+        }
+        if removed_any {
+            self.inner
+                .fs
+                .sync_dir(&self.inner.snap_dir)
+                .map_err(|e| io_err("sync directory", &self.inner.snap_dir, e))?;
+        }
+        for path in self.inner.wal.retire_upto(min_lsn) {
+            if let Err(e) = self.inner.fs.remove(&path) {
+                tracing::warn!(
+                    "could not remove retired log segment {}: {e}",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Checkpoints and syncs; the store can be reopened from its directory.
+    pub fn close(self) -> Result<()> {
+        self.checkpoint()?;
+        self.inner.wal.close()
+    }
+
+    /// Directory of the log.
+    pub fn wal_dir(&self) -> &Path {
+        self.inner.wal.dir()
+    }
+}
+
+/// Zeroes a torn record at the end of the newest segment, so that a later
+/// recovery does not mistake it for corruption once newer segments follow.
+fn truncate_torn_tail(fs: &dyn Fs, segments: &[(u64, PathBuf)]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let Some((_, path)) = segments.last() else {
+        return Ok(());
+    };
+    let file = fs.open_rw(path).map_err(|e| io_err("open", path, e))?;
+    let f = file.std_file();
+    let len = f.metadata().map_err(|e| io_err("stat", path, e))?.len() as usize;
+    let mut data = vec![0u8; len];
+    f.read_exact_at(&mut data, 0)
+        .map_err(|e| io_err("read", path, e))?;
+    let mut off = 0;
+    loop {
+        match crate::record::parse(&data[off..]) {
+            crate::record::Parsed::Record(_, _, used) => off += used,
+            crate::record::Parsed::End => return Ok(()),
+            crate::record::Parsed::Bad(_) => break,
+        }
+    }
+    let zeros = vec![0u8; len - off];
+    f.write_all_at(&zeros, off as u64)
+        .map_err(|e| io_err("truncate torn record in", path, e))?;
+    file.sync_data().map_err(|e| io_err("sync", path, e))?;
+    Ok(())
+}

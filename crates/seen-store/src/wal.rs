@@ -1,0 +1,450 @@
+//! The write-ahead log: memory-mapped, preallocated segments with group
+//! commit.
+//!
+//! A record is appended by copying it into a shared memory map of the
+//! current segment file. The bytes are then in the kernel's page cache, so
+//! they survive the process being killed (`kill -9`) at once; only a power
+//! failure can lose what was not yet synced. Each segment is preallocated
+//! with `fallocate` when it is created, so writing into the map can never
+//! meet a full disk: a full disk shows up as an error when a segment is
+//! created, and the mutation that needed it fails cleanly.
+//!
+//! Durability per [`FsyncPolicy`]:
+//!
+//! * `Always`: a mutation is acknowledged after an `fdatasync` that covers
+//!   its record. Many concurrent writers share one sync (group commit): the
+//!   first waiter syncs everything appended so far, the others wait for it.
+//! * `EverySec`: a background thread syncs once a second; a power failure
+//!   loses at most about the last second, a process kill nothing.
+//! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
+//!   a process kill loses nothing.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use memmap2::MmapMut;
+
+use crate::error::{io_err, ErrorKind, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::{parse, Parsed, Record};
+
+/// When the log is synced to disk; see the module docs for what each can
+/// lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Sync before acknowledging every mutation (group commit).
+    Always,
+    /// Sync once a second in the background.
+    EverySec,
+    /// Never sync explicitly.
+    No,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(FsyncPolicy::Always),
+            "everysec" => Ok(FsyncPolicy::EverySec),
+            "no" => Ok(FsyncPolicy::No),
+            _ => Err(format!(
+                "fsync policy '{s}' is not one of always, everysec, no"
+            )),
+        }
+    }
+}
+
+pub(crate) fn segment_name(first_lsn: u64) -> String {
+    format!("{first_lsn:020}.log")
+}
+
+pub(crate) fn parse_segment_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let lsn = name.strip_suffix(".log")?;
+    (lsn.len() == 20).then(|| lsn.parse().ok())?
+}
+
+struct Segment {
+    first_lsn: u64,
+    map: MmapMut,
+    /// Handle used to sync the segment (shared with the syncer).
+    file: Arc<dyn FsFile>,
+    offset: usize,
+}
+
+struct State {
+    cur: Segment,
+    next_lsn: u64,
+    /// Rolled-away segments that may hold unsynced records.
+    unsynced: Vec<Arc<dyn FsFile>>,
+    /// Every live segment: first lsn and path, oldest first.
+    segments: Vec<(u64, PathBuf)>,
+}
+
+struct SyncState {
+    synced_lsn: u64,
+    in_progress: bool,
+    poisoned: Option<String>,
+}
+
+/// The log.
+pub(crate) struct Wal {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    segment_size: u64,
+    state: Mutex<State>,
+    sync: Mutex<SyncState>,
+    synced_cv: Condvar,
+    stop: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding these locks would be a bug in this module; the
+    // data stays consistent (every update is a single assignment), so
+    // recover it rather than propagate the poison.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Maps a preallocated segment file.
+fn map(file: &dyn FsFile, path: &Path) -> Result<MmapMut> {
+    // SAFETY: the file is ours alone: the data directory is locked with
+    // flock for the life of the store, segments are never truncated or
+    // resized while mapped, and all writes through the map happen under the
+    // `state` mutex.
+    unsafe { MmapMut::map_mut(file.std_file()) }.map_err(|e| io_err("mmap", path, e))
+}
+
+impl Wal {
+    /// Opens the log after recovery: appends continue in a fresh segment
+    /// starting at `next_lsn`. `segments` are the existing segment files.
+    pub(crate) fn open(
+        fs: Arc<dyn Fs>,
+        dir: PathBuf,
+        policy: FsyncPolicy,
+        segment_size: u64,
+        next_lsn: u64,
+        mut segments: Vec<(u64, PathBuf)>,
+    ) -> Result<Arc<Wal>> {
+        // A segment that starts at `next_lsn` holds no record: replace it.
+        if segments.last().is_some_and(|(first, _)| *first == next_lsn) {
+            segments.pop();
+        }
+        let cur = Self::new_segment(&*fs, &dir, segment_size, next_lsn)?;
+        segments.push((next_lsn, dir.join(segment_name(next_lsn))));
+        let wal = Arc::new(Wal {
+            fs,
+            dir,
+            policy,
+            segment_size,
+            state: Mutex::new(State {
+                cur,
+                next_lsn,
+                unsynced: Vec::new(),
+                segments,
+            }),
+            sync: Mutex::new(SyncState {
+                synced_lsn: next_lsn - 1,
+                in_progress: false,
+                poisoned: None,
+            }),
+            synced_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        if policy == FsyncPolicy::EverySec {
+            let weak = Arc::downgrade(&wal);
+            std::thread::Builder::new()
+                .name("seen-wal-sync".into())
+                .spawn(move || loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                    let Some(wal) = weak.upgrade() else { return };
+                    if wal.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let last = wal.last_lsn();
+                    if let Err(e) = wal.sync_to(last) {
+                        tracing::error!("background log sync failed: {e}");
+                    }
+                })
+                .map_err(|e| io_err("spawn sync thread for", &wal_dir_of(&wal), e))?;
+        }
+        Ok(wal)
+    }
+
+    fn new_segment(fs: &dyn Fs, dir: &Path, size: u64, first_lsn: u64) -> Result<Segment> {
+        let path = dir.join(segment_name(first_lsn));
+        let file = fs.create(&path).map_err(|e| io_err("create", &path, e))?;
+        let setup = (|| {
+            file.allocate(size)
+                .map_err(|e| io_err("preallocate", &path, e))?;
+            file.sync_data().map_err(|e| io_err("sync", &path, e))?;
+            fs.sync_dir(dir)
+                .map_err(|e| io_err("sync directory", dir, e))
+        })();
+        if let Err(e) = setup {
+            // Leave no half-made segment behind.
+            let _ = fs.remove(&path);
+            return Err(e);
+        }
+        let map = map(&*file, &path)?;
+        Ok(Segment {
+            first_lsn,
+            map,
+            file: Arc::from(file),
+            offset: 0,
+        })
+    }
+
+    /// Appends a record; returns its lsn. The record survives a process kill
+    /// as soon as this returns; see [`Wal::commit`] for power loss.
+    pub(crate) fn append(&self, rec: &Record) -> Result<u64> {
+        let mut st = lock(&self.state);
+        let lsn = st.next_lsn;
+        let bytes = rec.encode(lsn);
+        if bytes.len() as u64 > self.segment_size {
+            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
+        }
+        if st.cur.offset + bytes.len() > st.cur.map.len() {
+            let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
+            let old = std::mem::replace(&mut st.cur, next);
+            if self.policy != FsyncPolicy::No {
+                st.unsynced.push(old.file.clone());
+            }
+            st.segments.push((lsn, self.dir.join(segment_name(lsn))));
+        }
+        let off = st.cur.offset;
+        st.cur.map[off..off + bytes.len()].copy_from_slice(&bytes);
+        st.cur.offset += bytes.len();
+        st.next_lsn += 1;
+        Ok(lsn)
+    }
+
+    /// The lsn of the last record appended (0 if none ever was).
+    pub(crate) fn last_lsn(&self) -> u64 {
+        lock(&self.state).next_lsn - 1
+    }
+
+    /// Waits until `lsn` is as durable as the policy promises.
+    pub(crate) fn commit(&self, lsn: u64) -> Result<()> {
+        match self.policy {
+            FsyncPolicy::Always => self.sync_to(lsn),
+            FsyncPolicy::EverySec | FsyncPolicy::No => self.check_poisoned(),
+        }
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &lock(&self.sync).poisoned {
+            Some(p) => Err(ErrorKind::Poisoned(p.clone()).into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a failed sync has made the log unusable.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        lock(&self.sync).poisoned.is_some()
+    }
+
+    /// Syncs everything appended up to at least `lsn` (group commit).
+    pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
+        let mut s = lock(&self.sync);
+        loop {
+            if let Some(p) = &s.poisoned {
+                return Err(ErrorKind::Poisoned(p.clone()).into());
+            }
+            if s.synced_lsn >= lsn {
+                return Ok(());
+            }
+            if !s.in_progress {
+                s.in_progress = true;
+                break;
+            }
+            s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(s);
+        // Lead: sync everything appended so far, for us and every waiter.
+        let (target, files, path) = {
+            let mut st = lock(&self.state);
+            let mut files = std::mem::take(&mut st.unsynced);
+            files.push(st.cur.file.clone());
+            let path = self.dir.join(segment_name(st.cur.first_lsn));
+            (st.next_lsn - 1, files, path)
+        };
+        let result = files.iter().try_for_each(|f| f.sync_data());
+        let mut s = lock(&self.sync);
+        s.in_progress = false;
+        let out = match result {
+            Ok(()) => {
+                s.synced_lsn = s.synced_lsn.max(target);
+                Ok(())
+            }
+            Err(e) => {
+                // After a failed fsync the kernel may have dropped the dirty
+                // pages: a retry could "succeed" without the data. Refuse
+                // until a checkpoint has rewritten everything.
+                let msg = format!("sync {}: {e}", path.display());
+                tracing::error!("{msg}");
+                s.poisoned = Some(msg);
+                Err(io_err("sync", &path, e))
+            }
+        };
+        self.synced_cv.notify_all();
+        out
+    }
+
+    /// Starts a new segment at the next lsn and returns the paths of the
+    /// segments that hold only records with lsn `<= upto`, removing them
+    /// from the live list (the caller deletes the files once snapshots
+    /// covering them are durable).
+    pub(crate) fn retire_upto(&self, upto: u64) -> Vec<PathBuf> {
+        let mut st = lock(&self.state);
+        let cur_first = st.cur.first_lsn;
+        let mut gone = Vec::new();
+        // Segment i covers [first_i, first_{i+1} - 1].
+        while st.segments.len() > 1 {
+            let next_first = st.segments[1].0;
+            if next_first - 1 <= upto && st.segments[0].0 != cur_first {
+                gone.push(st.segments.remove(0).1);
+            } else {
+                break;
+            }
+        }
+        gone
+    }
+
+    /// After a successful checkpoint of every filter, a poisoned log may be
+    /// used again: everything it held is in durable snapshots. Starts a
+    /// fresh segment so that no write lands in pages whose sync failed.
+    pub(crate) fn reset_after_checkpoint(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        let lsn = st.next_lsn;
+        let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
+        st.cur = next;
+        st.unsynced.clear();
+        st.segments.push((lsn, self.dir.join(segment_name(lsn))));
+        drop(st);
+        let mut s = lock(&self.sync);
+        s.poisoned = None;
+        s.synced_lsn = s.synced_lsn.max(lsn - 1);
+        Ok(())
+    }
+
+    /// Syncs everything and stops the background thread.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        if self.policy == FsyncPolicy::No {
+            return Ok(());
+        }
+        self.sync_to(self.last_lsn())
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn wal_dir_of(w: &Wal) -> PathBuf {
+    w.dir.clone()
+}
+
+/// One record found while reading the log.
+pub(crate) struct Found {
+    pub(crate) record: Record,
+    pub(crate) lsn: u64,
+}
+
+/// Reads every segment in order. A bad record in the newest segment that
+/// no valid record follows is a torn tail (a crash mid-append): reading stops
+/// there with a warning. A bad record anywhere else is corruption: an error
+/// naming the file and offset, unless `salvage` is set, in which case the
+/// rest of that segment is skipped with a warning.
+pub(crate) fn read_all(
+    fs: &dyn Fs,
+    segments: &[(u64, PathBuf)],
+    salvage: bool,
+) -> Result<(Vec<Found>, u64)> {
+    let mut out = Vec::new();
+    let mut last_lsn = 0u64;
+    for (i, (first, path)) in segments.iter().enumerate() {
+        let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
+        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
+        let data = if len == 0 {
+            Vec::new()
+        } else {
+            let mut v = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut &file, &mut v).map_err(|e| io_err("read", path, e))?;
+            v
+        };
+        let newest = i + 1 == segments.len();
+        let mut off = 0usize;
+        let mut expect = *first;
+        loop {
+            match parse(&data[off..]) {
+                Parsed::End => break,
+                Parsed::Record(record, lsn, used) => {
+                    if lsn != expect {
+                        let what = format!("record lsn {lsn} where {expect} was expected");
+                        if salvage {
+                            tracing::warn!(
+                                "{}: {what} at offset {off}; skipping the rest",
+                                path.display()
+                            );
+                            break;
+                        }
+                        return Err(ErrorKind::Corrupt {
+                            path: path.clone(),
+                            offset: off as u64,
+                            what,
+                        }
+                        .into());
+                    }
+                    out.push(Found { record, lsn });
+                    last_lsn = lsn;
+                    expect += 1;
+                    off += used;
+                }
+                Parsed::Bad(what) => {
+                    let later = valid_record_after(&data, off + 8, expect);
+                    if newest && !later {
+                        tracing::warn!(
+                            "{}: torn record at offset {off} ({what}); the log ends at lsn {}",
+                            path.display(),
+                            expect - 1
+                        );
+                        break;
+                    }
+                    if salvage {
+                        tracing::warn!(
+                            "{}: {what} at offset {off}; skipping the rest (salvage)",
+                            path.display()
+                        );
+                        break;
+                    }
+                    return Err(ErrorKind::Corrupt {
+                        path: path.clone(),
+                        offset: off as u64,
+                        what,
+                    }
+                    .into());
+                }
+            }
+        }
+    }
+    Ok((out, last_lsn))
+}
+
+/// Is there a valid record with an lsn at least `min_lsn` anywhere at an
+/// 8-byte boundary from `from` on?
+fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
+    let mut off = from.next_multiple_of(8);
+    while off + 8 <= data.len() {
+        if let Parsed::Record(_, lsn, _) = parse(&data[off..]) {
+            if lsn >= min_lsn {
+                return true;
+            }
+        }
+        off += 8;
+    }
+    false
+}

@@ -1,0 +1,189 @@
+//! Everyday behaviour: create, add, look up, delete, expire, reopen, lock.
+
+use std::time::{Duration, SystemTime};
+
+use seen_core::{Layout, Removal};
+use seen_store::{ErrorKind, FilterSpec, FsyncPolicy, Store, StoreOptions};
+
+pub fn bloom() -> FilterSpec {
+    FilterSpec::Bloom {
+        capacity: 10_000,
+        error_rate: 0.001,
+        layout: Layout::Blocked,
+    }
+}
+
+fn opts(fsync: FsyncPolicy) -> StoreOptions {
+    StoreOptions {
+        fsync,
+        segment_size: 64 << 10,
+        ..Default::default()
+    }
+}
+
+fn items(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+fn refs(v: &[String]) -> Vec<&[u8]> {
+    v.iter().map(|s| s.as_bytes()).collect()
+}
+
+#[test]
+fn survives_reopen_with_and_without_checkpoint() {
+    for policy in [FsyncPolicy::Always, FsyncPolicy::EverySec, FsyncPolicy::No] {
+        let dir = tempfile::tempdir().unwrap();
+        let a = items("a", 3000);
+        let b = items("b", 3000);
+        {
+            let s = Store::open(dir.path(), opts(policy)).unwrap();
+            s.create(b"f", &bloom()).unwrap();
+            let out = s.add(b"f", &refs(&a), None).unwrap();
+            assert!(out.new.iter().filter(|&&n| n).count() > 2990);
+            s.checkpoint().unwrap();
+            s.add(b"f", &refs(&b), None).unwrap();
+            // Dropped without close: b is only in the log.
+        }
+        let s = Store::open(dir.path(), opts(policy)).unwrap();
+        let all: Vec<String> = a.iter().chain(&b).cloned().collect();
+        let present = s.contains(b"f", &refs(&all)).unwrap().unwrap();
+        assert!(present.iter().all(|&p| p), "{policy:?}");
+        let count = s
+            .with_filter(b"f", |f| match f {
+                seen_core::AnyFilter::Bloom(f) => f.len(),
+                _ => unreachable!(),
+            })
+            .unwrap()
+            .unwrap();
+        assert!(count > 5980 && count <= 6000, "{count}");
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn names_errors_delete_and_recreate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert!(matches!(
+        s.add(b"missing", &[b"x"], None).unwrap_err().kind(),
+        ErrorKind::NotFound
+    ));
+    assert_eq!(s.contains(b"missing", &[b"x"]).unwrap(), None);
+    s.create(b"k\0\r\n", &bloom()).unwrap();
+    assert!(matches!(
+        s.create(b"k\0\r\n", &bloom()).unwrap_err().kind(),
+        ErrorKind::Exists
+    ));
+    s.add(b"k\0\r\n", &[b"x"], None).unwrap();
+    assert!(s.delete(b"k\0\r\n").unwrap());
+    assert!(!s.delete(b"k\0\r\n").unwrap());
+    s.create(b"k\0\r\n", &bloom()).unwrap();
+    assert_eq!(s.contains(b"k\0\r\n", &[b"x"]).unwrap(), Some(vec![false]));
+    s.checkpoint().unwrap();
+    drop(s);
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert_eq!(s.names(), vec![b"k\0\r\n".to_vec()]);
+    assert_eq!(s.contains(b"k\0\r\n", &[b"x"]).unwrap(), Some(vec![false]));
+    // A huge filter is refused, not allocated.
+    let huge = FilterSpec::Bloom {
+        capacity: u64::MAX / 4,
+        error_rate: 0.01,
+        layout: Layout::Blocked,
+    };
+    let e = s.create(b"huge", &huge).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Filter(_)), "{e}");
+}
+
+#[test]
+fn deleted_filters_stay_deleted_after_checkpoint_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.create(b"gone", &bloom()).unwrap();
+        s.add(b"gone", &[b"x"], None).unwrap();
+        s.checkpoint().unwrap();
+        s.delete(b"gone").unwrap();
+        s.checkpoint().unwrap();
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert!(s.names().is_empty());
+}
+
+#[test]
+fn expiry_applies_to_the_whole_filter_and_persists() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.create(b"short", &bloom()).unwrap();
+        s.create(b"long", &bloom()).unwrap();
+        s.add(b"short", &[b"x"], None).unwrap();
+        s.add(b"long", &[b"x"], None).unwrap();
+        let soon = SystemTime::now() + Duration::from_millis(300);
+        assert!(s.expire_at(b"short", Some(soon)).unwrap());
+        let later = SystemTime::now() + Duration::from_secs(3600);
+        assert!(s.expire_at(b"long", Some(later)).unwrap());
+        assert!(s.expires_at(b"long").unwrap().unwrap().is_some());
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert_eq!(s.contains(b"short", &[b"x"]).unwrap(), None, "expired");
+    assert_eq!(s.contains(b"long", &[b"x"]).unwrap(), Some(vec![true]));
+    assert!(s.expire_at(b"long", None).unwrap());
+    assert_eq!(s.expires_at(b"long").unwrap(), Some(None));
+}
+
+#[test]
+fn counting_remove_is_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = FilterSpec::Counting {
+        capacity: 1000,
+        error_rate: 0.01,
+    };
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.create(b"c", &spec).unwrap();
+        s.add(b"c", &[b"a", b"b"], None).unwrap();
+        assert_eq!(s.remove(b"c", &[b"a"]).unwrap(), vec![Removal::Removed]);
+        assert!(matches!(
+            s.remove(b"missing", &[b"a"]).unwrap_err().kind(),
+            ErrorKind::NotFound
+        ));
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert_eq!(
+        s.contains(b"c", &[b"a", b"b"]).unwrap(),
+        Some(vec![false, true])
+    );
+    s.create(b"plain", &bloom()).unwrap();
+    assert!(matches!(
+        s.remove(b"plain", &[b"a"]).unwrap_err().kind(),
+        ErrorKind::WrongKind(_)
+    ));
+}
+
+#[test]
+fn a_directory_is_opened_by_one_store_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let _s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    let e = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Locked(_)), "{e}");
+}
+
+#[test]
+fn checkpoints_drop_covered_log_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    for round in 0..60 {
+        let v = items(&format!("{round}-"), 500);
+        s.add(b"f", &refs(&v), None).unwrap();
+    }
+    let segments = || std::fs::read_dir(s.wal_dir()).unwrap().count();
+    assert!(segments() > 3, "{}", segments());
+    s.checkpoint().unwrap();
+    let names: Vec<_> = std::fs::read_dir(s.wal_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(segments() <= 2, "{names:?}");
+}

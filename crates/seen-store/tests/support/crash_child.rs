@@ -1,0 +1,67 @@
+//! Child process of the crash test: adds items through a store in a loop
+//! and prints the number of every item once its add was acknowledged, until
+//! the parent kills it.
+//!
+//! Usage: seen-store-crash-child DIR always|everysec|no ROUND THREADS
+
+use std::io::Write;
+use std::sync::Arc;
+
+use seen_core::Layout;
+use seen_store::{FilterSpec, Store, StoreOptions};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 5 {
+        eprintln!("usage: {} DIR always|everysec|no ROUND THREADS", args[0]);
+        std::process::exit(2);
+    }
+    let opts = StoreOptions {
+        fsync: args[2].parse().unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        }),
+        // Small segments, so that rolling happens during the test too.
+        segment_size: 256 << 10,
+        ..Default::default()
+    };
+    let round: u64 = args[3].parse().expect("round");
+    let threads: u64 = args[4].parse().expect("threads");
+    let store = Arc::new(Store::open(&args[1], opts).expect("open store"));
+    let spec = FilterSpec::Scalable {
+        capacity: 1000,
+        error_rate: 0.001,
+        layout: Layout::Blocked,
+        expansion: 2,
+        nonscaling: false,
+    };
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let stdout = std::io::stdout();
+                let mut i = 0u64;
+                loop {
+                    let batch = 1 + (i % 7) as usize;
+                    let items: Vec<String> = (0..batch)
+                        .map(|j| format!("r{round}-t{t}-{}", i + j as u64))
+                        .collect();
+                    let refs: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+                    store.add(b"crash", &refs, Some(&spec)).expect("add");
+                    let mut out = stdout.lock();
+                    for it in &items {
+                        writeln!(out, "{it}").expect("stdout");
+                    }
+                    out.flush().expect("flush");
+                    i += batch as u64;
+                    if i % 500 == 0 {
+                        let _ = store.checkpoint();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+}
