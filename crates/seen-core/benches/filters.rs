@@ -331,8 +331,9 @@ fn bench_peer<F: Filter>(
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(2))
+        .nresamples(2_000)
         .throughput(Throughput::Elements(n as u64));
     group.bench_function(format!("add/{}", F::NAME), |b| {
         b.iter_custom(|iters| {
@@ -353,28 +354,37 @@ fn bench_peer<F: Filter>(
     for i in 0..n {
         f.insert(present.get(i));
     }
+    // Lookups: each iteration probes a window of `lookups` items, moving
+    // through all of them from one iteration to the next; the filter holds
+    // all `n` items either way. Reported per item.
+    let lookups = lookup_window(n);
+    group.throughput(Throughput::Elements(lookups as u64));
     group.bench_function(format!("present/{}", F::NAME), |b| {
+        let mut start = 0;
         b.iter_custom(|iters| {
             let t = Instant::now();
             for _ in 0..iters {
                 let mut hits = 0usize;
-                for i in 0..n {
-                    hits += f.contains(present.get(i)) as usize;
+                for i in start..start + lookups {
+                    hits += f.contains(present.get(i % n)) as usize;
                 }
-                assert_eq!(hits, n, "{} lost items", F::NAME);
+                assert_eq!(hits, lookups, "{} lost items", F::NAME);
+                start = (start + lookups) % n;
             }
             t.elapsed()
         })
     });
     group.bench_function(format!("absent/{}", F::NAME), |b| {
+        let mut start = 0;
         b.iter_custom(|iters| {
             let t = Instant::now();
             for _ in 0..iters {
                 let mut hits = 0usize;
-                for i in 0..absent.len() {
-                    hits += f.contains(absent.get(i)) as usize;
+                for i in start..start + lookups {
+                    hits += f.contains(absent.get(i % n)) as usize;
                 }
                 black_box(hits);
+                start = (start + lookups) % n;
             }
             t.elapsed()
         })
@@ -390,6 +400,11 @@ fn bench_peer<F: Filter>(
     });
 }
 
+/// Items probed per lookup iteration.
+fn lookup_window(n: usize) -> usize {
+    n.min(2_000_000)
+}
+
 /// Mean ns per item of one criterion benchmark, read back from its output.
 fn ns_per_item(dir: &std::path::Path, group: &str, bench: &str, n: usize) -> Option<f64> {
     let path = dir
@@ -403,7 +418,10 @@ fn ns_per_item(dir: &std::path::Path, group: &str, bench: &str, n: usize) -> Opt
 
 fn table(dir: &std::path::Path, p: f64, n: usize, rows: &[Row]) {
     let group = format!("filters/{}", pct(p));
-    let get = |op: &str, name: &str| ns_per_item(dir, &group, &format!("{op}/{name}"), n);
+    let get = |op: &str, name: &str| {
+        let per = if op == "add" { n } else { lookup_window(n) };
+        ns_per_item(dir, &group, &format!("{op}/{name}"), per)
+    };
     let base = |op: &str| get(op, SeenShared::NAME);
     println!("\n### {} items, target false-positive rate {}\n", n, pct(p));
     println!("| filter | add ns | present ns | absent ns | bits/item | measured fpp | add x | present x | absent x |");
@@ -465,6 +483,7 @@ fn large(c: &mut Criterion, n: usize) {
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
+        .nresamples(2_000)
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Elements(probes.len() as u64));
     group.bench_function("single", |b| {
@@ -494,6 +513,7 @@ fn main() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("criterion");
     let mut c = Criterion::default()
         .output_directory(&dir)
+        .without_plots()
         .configure_from_args();
 
     let t = Instant::now();
