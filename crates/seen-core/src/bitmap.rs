@@ -36,6 +36,7 @@ impl Bitmap {
         blocks
             .try_reserve_exact(nblocks)
             .map_err(|_| ErrorKind::OutOfMemory(bytes))?;
+        advise_huge_pages(&mut blocks);
         blocks.resize_with(nblocks, Block::default);
         Ok(Bitmap {
             blocks,
@@ -93,6 +94,34 @@ impl Bitmap {
     pub(crate) fn memory_bytes(&self) -> u64 {
         self.blocks.len() as u64 * 64
     }
+}
+
+/// Asks Linux to back a large, not yet touched allocation with 2 MiB
+/// pages. Measured on the project's VM: allocating and zeroing a 1 GiB
+/// filter took 2.3 s with 4 KiB pages (262,144 page faults); see
+/// BENCHMARKS.md for the time with huge pages. Fewer TLB misses also speed up
+/// lookups in large filters.
+fn advise_huge_pages(blocks: &mut Vec<Block>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = blocks.capacity() * std::mem::size_of::<Block>();
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = blocks.as_mut_ptr() as usize;
+        let aligned = start.next_multiple_of(HUGE);
+        let len = (start + bytes - aligned) / HUGE * HUGE;
+        // SAFETY: [aligned, aligned + len) lies inside the vector's own
+        // allocation (capacity `bytes` from `start`), which nothing else
+        // uses; MADV_HUGEPAGE only changes how the kernel backs those pages,
+        // never their contents. A refusal (an old kernel) is harmless.
+        let _ = unsafe {
+            rustix::mm::madvise(aligned as *mut _, len, rustix::mm::Advice::LinuxHugepage)
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = blocks;
 }
 
 #[inline(always)]

@@ -284,6 +284,14 @@ impl BloomFilter {
         self.raw.contains(self.hash(item))
     }
 
+    /// Starts loading the cache line an item lives in (blocked layout), so
+    /// that a following operation on it does not wait for memory. Call it
+    /// for a batch of hashes before operating on them.
+    #[inline]
+    pub fn prefetch(&self, h: ItemHash) {
+        self.raw.prefetch(h);
+    }
+
     /// [`BloomFilter::contains`] for an already hashed item.
     #[inline]
     pub fn contains_hash(&self, h: ItemHash) -> bool {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use seen_core::{AnyFilter, DecodeOptions};
 
 use crate::error::{io_err, ErrorKind, Result};
-use crate::fs::Fs;
+use crate::fs::{Fs, FsFile};
 
 const MAGIC: [u8; 8] = *b"SEENSNAP";
 const VERSION: u16 = 1;
@@ -55,31 +55,78 @@ pub(crate) fn header(id: u64, lsn: u64, expire_at_ms: i64, name: &[u8]) -> Vec<u
     b
 }
 
-/// Writes `header` + `body` durably as the snapshot of filter `id`.
-pub(crate) fn write(
+/// A snapshot being written: filled while the filter is locked, made
+/// durable (sync, rename, directory sync) after the lock is released.
+pub(crate) struct Pending {
+    tmp: PathBuf,
+    path: PathBuf,
+    file: Box<dyn FsFile>,
+}
+
+/// `io::Write` over an [`FsFile`], so the filter encoder can stream into it.
+struct FsWrite<'a>(&'a mut dyn FsFile);
+
+impl std::io::Write for FsWrite<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Starts the snapshot of filter `id`: writes `header`, then lets `body`
+/// stream the filter into the temp file (through a 1 MiB buffer).
+pub(crate) fn begin(
     fs: &dyn Fs,
     dir: &Path,
     id: u64,
     header: &[u8],
-    body: &[u8],
-) -> Result<PathBuf> {
+    body: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+) -> Result<Pending> {
     let path = dir.join(file_name(id));
     let tmp = dir.join(format!("{}.tmp", file_name(id)));
+    let mut file = fs.create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
+    let result = (|| -> Result<()> {
+        file.write_all(header)
+            .map_err(|e| io_err("write", &tmp, e))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, FsWrite(&mut *file));
+        body(&mut w)?;
+        std::io::Write::flush(&mut w).map_err(|e| io_err("write", &tmp, e))?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(Pending { tmp, path, file }),
+        Err(e) => {
+            let _ = fs.remove(&tmp);
+            // The encoder reports I/O failures as filter errors; say which
+            // file they were about.
+            Err(match e.kind() {
+                ErrorKind::Filter(inner) => {
+                    io_err("write", &tmp, std::io::Error::other(inner.to_string()))
+                }
+                _ => e,
+            })
+        }
+    }
+}
+
+/// Makes a snapshot durable: sync, rename over the old one, sync the
+/// directory. A crash leaves either the old snapshot or the new one.
+pub(crate) fn finish(fs: &dyn Fs, dir: &Path, p: Pending) -> Result<PathBuf> {
     let result = (|| {
-        let mut f = fs.create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
-        f.write_all(header).map_err(|e| io_err("write", &tmp, e))?;
-        f.write_all(body).map_err(|e| io_err("write", &tmp, e))?;
-        f.sync_data().map_err(|e| io_err("sync", &tmp, e))?;
-        drop(f);
-        fs.rename(&tmp, &path)
-            .map_err(|e| io_err("rename", &tmp, e))?;
+        p.file.sync_data().map_err(|e| io_err("sync", &p.tmp, e))?;
+        drop(p.file);
+        fs.rename(&p.tmp, &p.path)
+            .map_err(|e| io_err("rename", &p.tmp, e))?;
         fs.sync_dir(dir)
             .map_err(|e| io_err("sync directory", dir, e))
     })();
     if result.is_err() {
-        let _ = fs.remove(&tmp);
+        let _ = fs.remove(&p.tmp);
     }
-    result.map(|()| path)
+    result.map(|()| p.path)
 }
 
 /// Reads a snapshot file.

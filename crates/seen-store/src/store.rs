@@ -142,6 +142,25 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
 
 /// Applies adds in order, stopping at the first error.
 fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
+    if let AnyFilter::Bloom(b) = f {
+        // Overlap the memory latencies of a batch (large filters).
+        for &h in hashes.iter().take(64) {
+            b.prefetch(h);
+        }
+        return AddOutcome {
+            new: hashes
+                .iter()
+                .enumerate()
+                .map(|(i, &h)| {
+                    if let Some(&ahead) = hashes.get(i + 64) {
+                        b.prefetch(ahead);
+                    }
+                    b.add_hash(h)
+                })
+                .collect(),
+            stopped: None,
+        };
+    }
     let mut new = Vec::with_capacity(hashes.len());
     for &h in hashes {
         let r = match f {
@@ -289,22 +308,53 @@ impl Store {
             .filter_map(|p| wal::parse_segment_name(&p).map(|l| (l, p)))
             .collect();
         segments.sort();
-        let (records, last_lsn) = wal::read_all(&*fs, &segments, opts.salvage)?;
         let mut deleted = Vec::new();
-        let replayed = records.len();
-        for found in records {
+        let mut replayed = 0usize;
+        // Consecutive adds to the same fixed-size filter are applied as one
+        // batch (with prefetching); they cannot fail, so batching them
+        // changes nothing but speed.
+        let mut pending: Option<(u64, Vec<ItemHash>)> = None;
+        fn flush(
+            by_id: &mut HashMap<u64, (Vec<u8>, EntryState)>,
+            pending: &mut Option<(u64, Vec<ItemHash>)>,
+        ) {
+            if let Some((id, hashes)) = pending.take() {
+                if let Some((_, st)) = by_id.get_mut(&id) {
+                    apply_adds(&mut st.filter, &hashes);
+                    st.dirty = true;
+                }
+            }
+        }
+        let last_lsn = wal::read_all(&*fs, &segments, opts.salvage, |found| {
+            replayed += 1;
             let lsn = found.lsn;
             let id = found.record.id();
             max_id = max_id.max(id);
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn {
-                    continue; // already in the snapshot
+                    return Ok(()); // already in the snapshot
                 }
             }
+            if let Record::Add { id, hashes } = &found.record {
+                let batchable = matches!(by_id.get(id), Some((_, st)) if matches!(st.filter, AnyFilter::Bloom(_)));
+                if batchable {
+                    match &mut pending {
+                        Some((pid, buf)) if pid == id && buf.len() < 4096 => {
+                            buf.extend_from_slice(hashes);
+                        }
+                        _ => {
+                            flush(&mut by_id, &mut pending);
+                            pending = Some((*id, hashes.clone()));
+                        }
+                    }
+                    return Ok(());
+                }
+            }
+            flush(&mut by_id, &mut pending);
             match found.record {
                 Record::Create { id, spec, name } => {
                     if by_id.contains_key(&id) {
-                        continue;
+                        return Ok(());
                     }
                     let filter = build(&spec, opts.max_filter_bytes)?;
                     by_id.insert(
@@ -343,7 +393,9 @@ impl Store {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
+        flush(&mut by_id, &mut pending);
         tracing::info!(
             "opened {}: {} filters, {} log records replayed",
             dir.display(),
@@ -351,7 +403,6 @@ impl Store {
             replayed
         );
         let next_lsn = last_lsn.max(max_lsn) + 1;
-        truncate_torn_tail(&*fs, &segments)?;
         let wal = Wal::open(
             fs.clone(),
             wal_dir,
@@ -470,7 +521,7 @@ impl Store {
         create: Option<&FilterSpec>,
     ) -> Result<AddOutcome> {
         self.ready_to_write()?;
-        let entry = match self.live(name)? {
+        let entry = match self.entry(name) {
             Some(e) => e,
             None => match create {
                 Some(spec) => {
@@ -487,6 +538,11 @@ impl Store {
         };
         let (outcome, lsn) = {
             let mut st = lock(&entry.state);
+            if st.expired(now_ms()) {
+                drop(st);
+                self.delete(name)?;
+                return self.add(name, items, create);
+            }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             // Log only what can change the filter: items already present
             // change nothing, now or on replay.
@@ -680,34 +736,37 @@ impl Store {
         let mut min_lsn = floor;
         let now = now_ms();
         for e in entries {
-            let snap = {
+            // Encode under the filter's lock (the only pause its writers
+            // see: streaming the bits into the page cache), sync after.
+            let pending = {
                 let mut st = lock(&e.state);
                 if st.expired(now) {
                     None
                 } else if st.dirty || all {
                     let lsn = self.inner.wal.last_lsn();
-                    let mut body = Vec::new();
-                    st.filter.encode(&mut body)?;
+                    let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                    let filter = &st.filter;
+                    let p = snapshot::begin(
+                        &*self.inner.fs,
+                        &self.inner.snap_dir,
+                        e.id,
+                        &header,
+                        |w| filter.encode(w).map_err(Into::into),
+                    )?;
                     st.dirty = false;
-                    Some((
-                        snapshot::header(e.id, lsn, st.expire_at_ms, &e.name),
-                        body,
-                        lsn,
-                    ))
+                    Some((p, lsn))
                 } else {
                     min_lsn = min_lsn.min(st.snap_lsn);
                     None
                 }
             };
-            let Some((header, body, lsn)) = snap else {
+            let Some((pending, lsn)) = pending else {
                 if lock(&e.state).expired(now) {
                     self.delete(&e.name)?;
                 }
                 continue;
             };
-            if let Err(err) =
-                snapshot::write(&*self.inner.fs, &self.inner.snap_dir, e.id, &header, &body)
-            {
+            if let Err(err) = snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending) {
                 lock(&e.state).dirty = true;
                 return Err(err);
             }
@@ -756,32 +815,4 @@ impl Store {
     pub fn wal_dir(&self) -> &Path {
         self.inner.wal.dir()
     }
-}
-
-/// Zeroes a torn record at the end of the newest segment, so that a later
-/// recovery does not mistake it for corruption once newer segments follow.
-fn truncate_torn_tail(fs: &dyn Fs, segments: &[(u64, PathBuf)]) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let Some((_, path)) = segments.last() else {
-        return Ok(());
-    };
-    let file = fs.open_rw(path).map_err(|e| io_err("open", path, e))?;
-    let f = file.std_file();
-    let len = f.metadata().map_err(|e| io_err("stat", path, e))?.len() as usize;
-    let mut data = vec![0u8; len];
-    f.read_exact_at(&mut data, 0)
-        .map_err(|e| io_err("read", path, e))?;
-    let mut off = 0;
-    loop {
-        match crate::record::parse(&data[off..]) {
-            crate::record::Parsed::Record(_, _, used) => off += used,
-            crate::record::Parsed::End => return Ok(()),
-            crate::record::Parsed::Bad(_) => break,
-        }
-    }
-    let zeros = vec![0u8; len - off];
-    f.write_all_at(&zeros, off as u64)
-        .map_err(|e| io_err("truncate torn record in", path, e))?;
-    file.sync_data().map_err(|e| io_err("sync", path, e))?;
-    Ok(())
 }

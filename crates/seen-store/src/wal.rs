@@ -20,7 +20,7 @@
 //!   a process kill loses nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -99,6 +99,10 @@ pub(crate) struct Wal {
     sync: Mutex<SyncState>,
     synced_cv: Condvar,
     stop: AtomicBool,
+    /// Mirrors of `State::next_lsn - 1` and `SyncState::poisoned`, so the
+    /// hot path reads them without taking the locks.
+    last_lsn: AtomicU64,
+    poisoned: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -152,6 +156,8 @@ impl Wal {
             }),
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
+            last_lsn: AtomicU64::new(next_lsn - 1),
+            poisoned: AtomicBool::new(false),
         });
         if policy == FsyncPolicy::EverySec {
             let weak = Arc::downgrade(&wal);
@@ -218,12 +224,13 @@ impl Wal {
         st.cur.map[off..off + bytes.len()].copy_from_slice(&bytes);
         st.cur.offset += bytes.len();
         st.next_lsn += 1;
+        self.last_lsn.store(lsn, Ordering::Release);
         Ok(lsn)
     }
 
     /// The lsn of the last record appended (0 if none ever was).
     pub(crate) fn last_lsn(&self) -> u64 {
-        lock(&self.state).next_lsn - 1
+        self.last_lsn.load(Ordering::Acquire)
     }
 
     /// Waits until `lsn` is as durable as the policy promises.
@@ -235,6 +242,9 @@ impl Wal {
     }
 
     fn check_poisoned(&self) -> Result<()> {
+        if !self.is_poisoned() {
+            return Ok(());
+        }
         match &lock(&self.sync).poisoned {
             Some(p) => Err(ErrorKind::Poisoned(p.clone()).into()),
             None => Ok(()),
@@ -243,7 +253,7 @@ impl Wal {
 
     /// Whether a failed sync has made the log unusable.
     pub(crate) fn is_poisoned(&self) -> bool {
-        lock(&self.sync).poisoned.is_some()
+        self.poisoned.load(Ordering::Acquire)
     }
 
     /// Syncs everything appended up to at least `lsn` (group commit).
@@ -286,6 +296,7 @@ impl Wal {
                 let msg = format!("sync {}: {e}", path.display());
                 tracing::error!("{msg}");
                 s.poisoned = Some(msg);
+                self.poisoned.store(true, Ordering::Release);
                 Err(io_err("sync", &path, e))
             }
         };
@@ -326,6 +337,7 @@ impl Wal {
         drop(st);
         let mut s = lock(&self.sync);
         s.poisoned = None;
+        self.poisoned.store(false, Ordering::Release);
         s.synced_lsn = s.synced_lsn.max(lsn - 1);
         Ok(())
     }
@@ -363,24 +375,31 @@ pub(crate) fn read_all(
     fs: &dyn Fs,
     segments: &[(u64, PathBuf)],
     salvage: bool,
-) -> Result<(Vec<Found>, u64)> {
-    let mut out = Vec::new();
+    mut on_record: impl FnMut(Found) -> Result<()>,
+) -> Result<u64> {
     let mut last_lsn = 0u64;
     for (i, (first, path)) in segments.iter().enumerate() {
         let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
-        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
-        let data = if len == 0 {
-            Vec::new()
-        } else {
-            let mut v = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut &file, &mut v).map_err(|e| io_err("read", path, e))?;
-            v
+        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len() as usize;
+        // Segments are mostly zeros past their last record: read only as
+        // far as the records go.
+        let mut seg = Lazy {
+            file: &file,
+            len,
+            data: Vec::new(),
         };
         let newest = i + 1 == segments.len();
         let mut off = 0usize;
         let mut expect = *first;
         loop {
-            match parse(&data[off..]) {
+            seg.ensure(off + 8).map_err(|e| io_err("read", path, e))?;
+            if seg.data.len() >= off + 8 {
+                let rec_len = u32::from_le_bytes(seg.data[off..off + 4].try_into().expect("4"));
+                seg.ensure(off + 8 + rec_len as usize)
+                    .map_err(|e| io_err("read", path, e))?;
+            }
+            let data = &seg.data;
+            match parse(&data[off.min(data.len())..]) {
                 Parsed::End => break,
                 Parsed::Record(record, lsn, used) => {
                     if lsn != expect {
@@ -399,19 +418,26 @@ pub(crate) fn read_all(
                         }
                         .into());
                     }
-                    out.push(Found { record, lsn });
+                    on_record(Found { record, lsn })?;
                     last_lsn = lsn;
                     expect += 1;
                     off += used;
                 }
                 Parsed::Bad(what) => {
-                    let later = valid_record_after(&data, off + 8, expect);
+                    seg.ensure(len).map_err(|e| io_err("read", path, e))?;
+                    let later = valid_record_after(&seg.data, off + 8, expect);
                     if newest && !later {
                         tracing::warn!(
                             "{}: torn record at offset {off} ({what}); the log ends at lsn {}",
                             path.display(),
                             expect - 1
                         );
+                        // Zero the torn bytes, so that a later recovery does
+                        // not mistake them for corruption once newer
+                        // segments follow.
+                        if let Some(last) = seg.data[off..].iter().rposition(|&b| b != 0) {
+                            zero_range(fs, path, off as u64, last + 1)?;
+                        }
                         break;
                     }
                     if salvage {
@@ -431,7 +457,40 @@ pub(crate) fn read_all(
             }
         }
     }
-    Ok((out, last_lsn))
+    Ok(last_lsn)
+}
+
+/// A segment file read on demand, in growing chunks.
+struct Lazy<'a> {
+    file: &'a std::fs::File,
+    len: usize,
+    data: Vec<u8>,
+}
+
+impl Lazy<'_> {
+    /// Makes at least `upto` bytes (or the whole file) available.
+    fn ensure(&mut self, upto: usize) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let upto = upto.min(self.len);
+        if self.data.len() >= upto {
+            return Ok(());
+        }
+        let target = upto.max(self.data.len() * 2).max(1 << 20).min(self.len);
+        let start = self.data.len();
+        self.data.resize(target, 0);
+        self.file
+            .read_exact_at(&mut self.data[start..], start as u64)
+    }
+}
+
+/// Overwrites `len` bytes at `offset` of a segment with zeros, durably.
+fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = fs.open_rw(path).map_err(|e| io_err("open", path, e))?;
+    file.std_file()
+        .write_all_at(&vec![0u8; len], offset)
+        .map_err(|e| io_err("truncate torn record in", path, e))?;
+    file.sync_data().map_err(|e| io_err("sync", path, e))
 }
 
 /// Is there a valid record with an lsn at least `min_lsn` anywhere at an

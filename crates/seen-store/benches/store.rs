@@ -1,0 +1,228 @@
+//! Store benchmarks: add throughput under each fsync policy (1 writer and 50
+//! writers) against the in-memory filter, reopen time with a 1 GiB filter,
+//! log replay rate and the checkpoint pause. Prints markdown tables.
+//!
+//! ```text
+//! cargo bench -p seen-store --bench store
+//! SEEN_BENCH_DIR=/path/on/the/disk/to/test cargo bench -p seen-store --bench store
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seen_core::{BloomFilter, Layout};
+use seen_store::{FilterSpec, FsyncPolicy, Store, StoreOptions};
+
+const RUN: Duration = Duration::from_secs(3);
+
+fn spec(capacity: u64) -> FilterSpec {
+    FilterSpec::Bloom {
+        capacity,
+        error_rate: 0.01,
+        layout: Layout::Blocked,
+    }
+}
+
+fn key(t: u64, i: u64, buf: &mut Vec<u8>) {
+    use std::io::Write;
+    buf.clear();
+    write!(
+        buf,
+        "https://www.example.com/t{t}/articles/{i:012}/index.html"
+    )
+    .unwrap();
+}
+
+type AddFn = Arc<dyn Fn(&[&[u8]]) + Send + Sync>;
+
+/// Adds/s of `threads` writers calling `add(batch items)` for `RUN`.
+fn throughput(threads: u64, batch: usize, add: AddFn) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (add, done) = (add.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); batch];
+                while start.elapsed() < RUN {
+                    for _ in 0..16 {
+                        for b in bufs.iter_mut() {
+                            key(t, i, b);
+                            i += 1;
+                        }
+                        let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+                        add(&refs);
+                    }
+                }
+                done.fetch_add(i, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn base_dir() -> tempfile::TempDir {
+    match std::env::var("SEEN_BENCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d).unwrap(),
+        Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks benches to list their tests
+    }
+    println!(
+        "### Add throughput (adds per second, {}-second runs)\n",
+        RUN.as_secs()
+    );
+    println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for (threads, batch) in [(1u64, 1usize), (1, 100), (50, 1), (50, 100)] {
+        let mem = Arc::new(BloomFilter::new(1 << 30, 0.01).unwrap());
+        let m = mem.clone();
+        let in_memory = throughput(
+            threads,
+            batch,
+            Arc::new(move |items: &[&[u8]]| {
+                for i in items {
+                    std::hint::black_box(m.add(i));
+                }
+            }),
+        );
+        let mut row = vec![in_memory];
+        for policy in [FsyncPolicy::No, FsyncPolicy::EverySec, FsyncPolicy::Always] {
+            let dir = base_dir();
+            let store = Arc::new(
+                Store::open(
+                    dir.path(),
+                    StoreOptions {
+                        fsync: policy,
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            );
+            store.create(b"bench", &spec(1 << 30)).unwrap();
+            let s = store.clone();
+            row.push(throughput(
+                threads,
+                batch,
+                Arc::new(move |items: &[&[u8]]| {
+                    s.add(b"bench", items, None).unwrap();
+                }),
+            ));
+        }
+        println!(
+            "| {threads} | {batch} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% |",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            100.0 * row[2] / row[0]
+        );
+    }
+
+    // Reopen with a 1 GiB filter, and log replay.
+    let dir = base_dir();
+    let capacity = {
+        // The capacity whose blocked filter at 1% is about 1 GiB.
+        let n = 1u64 << 24;
+        let (blocks, _) = seen_core::sizing::blocked_size(n, 0.01).unwrap();
+        ((1u64 << 30) as f64 / (blocks * 64) as f64 * n as f64) as u64
+    };
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::No,
+        ..Default::default()
+    };
+    let records = 5_000_000u64;
+    {
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        store.create(b"big", &spec(capacity)).unwrap();
+        let mut b = Vec::new();
+        for i in 0..1_000_000u64 {
+            key(0, i, &mut b);
+            store.add(b"big", &[&b], None).unwrap();
+        }
+        let bytes = store
+            .with_filter(b"big", |f| match f {
+                seen_core::AnyFilter::Bloom(f) => f.memory_bytes(),
+                _ => 0,
+            })
+            .unwrap()
+            .unwrap();
+        // The pause a writer of this filter sees during a checkpoint: the
+        // longest single add while one runs.
+        let store = Arc::new(store);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut worst = Duration::ZERO;
+                let mut b = Vec::new();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    key(2, i, &mut b);
+                    let t = Instant::now();
+                    store.add(b"big", &[&b], None).unwrap();
+                    worst = worst.max(t.elapsed());
+                    i += 1;
+                }
+                worst
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        store.checkpoint().unwrap();
+        let checkpoint = t.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let pause = writer.join().unwrap();
+        println!(
+            "\n### Checkpoint and reopen with a {:.2} GiB filter\n",
+            bytes as f64 / (1u64 << 30) as f64
+        );
+        println!("| what | time |\n|---|---:|");
+        println!(
+            "| longest add of a concurrent writer during a checkpoint | {:.0} ms |",
+            pause.as_secs_f64() * 1e3
+        );
+        println!(
+            "| whole checkpoint (encode, write, fsync, rename) | {:.0} ms |",
+            checkpoint.as_secs_f64() * 1e3
+        );
+        let store = Arc::try_unwrap(store).unwrap();
+        store.close().unwrap();
+    }
+    let t = Instant::now();
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    let snapshot_only = t.elapsed();
+    println!(
+        "| reopen, snapshot only (page cache warm) | {:.0} ms |",
+        snapshot_only.as_secs_f64() * 1e3
+    );
+    let mut b = Vec::new();
+    for i in 0..records {
+        key(1, i, &mut b);
+        store.add(b"big", &[&b], None).unwrap();
+    }
+    drop(store); // no checkpoint: the records stay in the log
+    let t = Instant::now();
+    let store = Store::open(dir.path(), opts).unwrap();
+    let with_log = t.elapsed();
+    let replay = with_log.saturating_sub(snapshot_only);
+    println!(
+        "| reopen, snapshot + {records} log records | {:.0} ms |",
+        with_log.as_secs_f64() * 1e3
+    );
+    println!(
+        "\nlog replay: {:.1} million records/s",
+        records as f64 / replay.as_secs_f64() / 1e6
+    );
+    key(1, records - 1, &mut b);
+    assert_eq!(store.contains(b"big", &[&b]).unwrap(), Some(vec![true]));
+}
