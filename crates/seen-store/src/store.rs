@@ -82,6 +82,11 @@ impl EntryState {
     fn expired(&self, now: i64) -> bool {
         self.expire_at_ms != 0 && self.expire_at_ms <= now
     }
+
+    /// `expired(now)`, reading the clock only for filters with an expiry.
+    fn expired_now(&self) -> bool {
+        self.expire_at_ms != 0 && self.expire_at_ms <= now_ms()
+    }
 }
 
 fn build(spec: &FilterSpec, max_bytes: u64) -> Result<AnyFilter> {
@@ -467,7 +472,7 @@ impl Store {
                 .write()
                 .unwrap_or_else(|e| e.into_inner());
             if let Some(e) = map.get(name) {
-                if !lock(&e.state).expired(now_ms()) {
+                if !lock(&e.state).expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
                 let old_id = e.id;
@@ -505,7 +510,7 @@ impl Store {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
-        if lock(&e.state).expired(now_ms()) {
+        if lock(&e.state).expired_now() {
             self.delete(name)?;
             return Ok(None);
         }
@@ -538,7 +543,7 @@ impl Store {
         };
         let (outcome, lsn) = {
             let mut st = lock(&entry.state);
-            if st.expired(now_ms()) {
+            if st.expired_now() {
                 drop(st);
                 self.delete(name)?;
                 return self.add(name, items, create);

@@ -391,6 +391,12 @@ pub(crate) fn read_all(
         let newest = i + 1 == segments.len();
         let mut off = 0usize;
         let mut expect = *first;
+        if last_lsn != 0 && *first != last_lsn + 1 {
+            // A missing segment: records in between are gone.
+            let what =
+                format!("segment starts at lsn {first}, but the log before it ends at {last_lsn}");
+            damaged(path, 0, what, salvage)?;
+        }
         loop {
             seg.ensure(off + 8).map_err(|e| io_err("read", path, e))?;
             if seg.data.len() >= off + 8 {
@@ -404,19 +410,8 @@ pub(crate) fn read_all(
                 Parsed::Record(record, lsn, used) => {
                     if lsn != expect {
                         let what = format!("record lsn {lsn} where {expect} was expected");
-                        if salvage {
-                            tracing::warn!(
-                                "{}: {what} at offset {off}; skipping the rest",
-                                path.display()
-                            );
-                            break;
-                        }
-                        return Err(ErrorKind::Corrupt {
-                            path: path.clone(),
-                            offset: off as u64,
-                            what,
-                        }
-                        .into());
+                        damaged(path, off, what, salvage)?;
+                        break;
                     }
                     on_record(Found { record, lsn })?;
                     last_lsn = lsn;
@@ -440,24 +435,31 @@ pub(crate) fn read_all(
                         }
                         break;
                     }
-                    if salvage {
-                        tracing::warn!(
-                            "{}: {what} at offset {off}; skipping the rest (salvage)",
-                            path.display()
-                        );
-                        break;
-                    }
-                    return Err(ErrorKind::Corrupt {
-                        path: path.clone(),
-                        offset: off as u64,
-                        what,
-                    }
-                    .into());
+                    damaged(path, off, what, salvage)?;
+                    break;
                 }
             }
         }
     }
     Ok(last_lsn)
+}
+
+/// Damage at `off` of a segment: an error naming the file and offset, or,
+/// when salvaging, a warning (the caller then skips the rest of the segment).
+fn damaged(path: &Path, off: usize, what: String, salvage: bool) -> Result<()> {
+    if salvage {
+        tracing::warn!(
+            "{}: {what} at offset {off}; skipping the rest (salvage)",
+            path.display()
+        );
+        return Ok(());
+    }
+    Err(ErrorKind::Corrupt {
+        path: path.to_path_buf(),
+        offset: off as u64,
+        what,
+    }
+    .into())
 }
 
 /// A segment file read on demand, in growing chunks.
