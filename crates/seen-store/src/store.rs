@@ -557,10 +557,7 @@ impl Store {
                 .filter(|&h| !contains(&st.filter, h))
                 .collect();
             for chunk in to_log.chunks(MAX_HASHES_PER_RECORD) {
-                self.inner.wal.append(&Record::Add {
-                    id: entry.id,
-                    hashes: chunk.to_vec(),
-                })?;
+                self.inner.wal.append_hashes(2, entry.id, chunk)?;
             }
             if !to_log.is_empty() {
                 st.dirty = true;
@@ -603,10 +600,7 @@ impl Store {
             }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
-                self.inner.wal.append(&Record::Remove {
-                    id: entry.id,
-                    hashes: chunk.to_vec(),
-                })?;
+                self.inner.wal.append_hashes(3, entry.id, chunk)?;
             }
             st.dirty = true;
             (

@@ -29,6 +29,7 @@ use memmap2::MmapMut;
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
 use crate::record::{parse, Parsed, Record};
+use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
 /// lose.
@@ -213,12 +214,7 @@ impl Wal {
             return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
         }
         if st.cur.offset + bytes.len() > st.cur.map.len() {
-            let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
-            let old = std::mem::replace(&mut st.cur, next);
-            if self.policy != FsyncPolicy::No {
-                st.unsynced.push(old.file.clone());
-            }
-            st.segments.push((lsn, self.dir.join(segment_name(lsn))));
+            self.roll(&mut st, lsn)?;
         }
         let off = st.cur.offset;
         st.cur.map[off..off + bytes.len()].copy_from_slice(&bytes);
@@ -226,6 +222,54 @@ impl Wal {
         st.next_lsn += 1;
         self.last_lsn.store(lsn, Ordering::Release);
         Ok(lsn)
+    }
+
+    /// Appends an add (`kind` 2) or remove (`kind` 3) record of `hashes`
+    /// for filter `id`, encoding it straight into the segment (the hot
+    /// path: no intermediate buffer). Same bytes as [`Record::encode`].
+    pub(crate) fn append_hashes(&self, kind: u8, id: u64, hashes: &[ItemHash]) -> Result<u64> {
+        let payload = 12 + 16 * hashes.len();
+        let len = 9 + payload;
+        let total = (8 + len).next_multiple_of(8);
+        let mut st = lock(&self.state);
+        let lsn = st.next_lsn;
+        if total as u64 > self.segment_size {
+            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
+        }
+        if st.cur.offset + total > st.cur.map.len() {
+            self.roll(&mut st, lsn)?;
+        }
+        let off = st.cur.offset;
+        let buf = &mut st.cur.map[off..off + total];
+        buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+        buf[8..16].copy_from_slice(&lsn.to_le_bytes());
+        buf[16] = kind;
+        buf[17..25].copy_from_slice(&id.to_le_bytes());
+        buf[25..29].copy_from_slice(&(hashes.len() as u32).to_le_bytes());
+        for (dst, h) in buf[29..29 + 16 * hashes.len()]
+            .chunks_exact_mut(16)
+            .zip(hashes)
+        {
+            dst.copy_from_slice(&h.to_le_bytes());
+        }
+        buf[8 + len..].fill(0);
+        let crc = crc32fast::hash(&buf[8..8 + len]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        st.cur.offset += total;
+        st.next_lsn += 1;
+        self.last_lsn.store(lsn, Ordering::Release);
+        Ok(lsn)
+    }
+
+    /// Switches to a new segment starting at `lsn`.
+    fn roll(&self, st: &mut State, lsn: u64) -> Result<()> {
+        let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
+        let old = std::mem::replace(&mut st.cur, next);
+        if self.policy != FsyncPolicy::No {
+            st.unsynced.push(old.file.clone());
+        }
+        st.segments.push((lsn, self.dir.join(segment_name(lsn))));
+        Ok(())
     }
 
     /// The lsn of the last record appended (0 if none ever was).
@@ -508,4 +552,54 @@ fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
         off += 8;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::RealFs;
+
+    #[test]
+    fn append_hashes_writes_the_same_bytes_as_record_encode() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        let wal = Wal::open(
+            fs.clone(),
+            dir.path().to_path_buf(),
+            FsyncPolicy::No,
+            1 << 16,
+            1,
+            vec![],
+        )
+        .unwrap();
+        let hashes: Vec<ItemHash> = (0..5).map(|i| ItemHash { lo: i, hi: !i }).collect();
+        let a = wal.append_hashes(2, 9, &hashes).unwrap();
+        let b = wal
+            .append(&Record::Add {
+                id: 9,
+                hashes: hashes.clone(),
+            })
+            .unwrap();
+        let c = wal.append_hashes(3, 9, &hashes[..1]).unwrap();
+        assert_eq!((a, b, c), (1, 2, 3));
+        let mut seen = Vec::new();
+        let segments = vec![(1, dir.path().join(segment_name(1)))];
+        read_all(&*fs, &segments, false, |f| {
+            seen.push((f.lsn, f.record));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].1, seen[1].1);
+        assert_eq!(
+            seen[2].1,
+            Record::Remove {
+                id: 9,
+                hashes: hashes[..1].to_vec()
+            }
+        );
+        let data = std::fs::read(&segments[0].1).unwrap();
+        let enc = Record::Add { id: 9, hashes }.encode(1);
+        assert_eq!(&data[..enc.len()], &enc[..]);
+    }
 }
