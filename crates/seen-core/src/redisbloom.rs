@@ -216,10 +216,20 @@ impl ScalableBloomFilter {
     /// `BF.LOADCHUNK key iter data` for `iter > 1`: copies `data` into the
     /// link it falls in, at offset `iter - 1 - data.len()`.
     pub fn redis_load_chunk(&mut self, iter: u64, data: &[u8]) -> Result<()> {
+        let (link, pos) = self.redis_chunk_place(iter, data.len() as u64)?;
+        self.write_link_bytes(link, pos, data);
+        Ok(())
+    }
+
+    /// Where [`redis_load_chunk`](Self::redis_load_chunk) would copy a chunk
+    /// of `len` bytes for `iter`: the link and the byte offset in it, or the
+    /// error it would return. Changes nothing (a store logs the chunk only
+    /// once it knows the load will succeed).
+    pub fn redis_chunk_place(&self, iter: u64, len: u64) -> Result<(usize, u64)> {
         self.require_classic()?;
-        let len = data.len() as u64;
         let mut pos = iter
-            .checked_sub(1 + len)
+            .checked_sub(1)
+            .and_then(|p| p.checked_sub(len))
             .ok_or_else(|| bad_data(format!("iterator {iter} before a chunk of {len} bytes")))?;
         let sizes: Vec<u64> = self.link_info().iter().map(|l| l.bits / 8).collect();
         for (i, bytes) in sizes.into_iter().enumerate() {
@@ -229,8 +239,7 @@ impl ScalableBloomFilter {
                         "chunk of {len} bytes at offset {pos} overruns link {i} of {bytes} bytes"
                     )));
                 }
-                self.write_link_bytes(i, pos, data);
-                return Ok(());
+                return Ok((i, pos));
             }
             pos -= bytes;
         }

@@ -55,5 +55,5 @@ mod wal;
 
 pub use error::{Error, ErrorKind, Result};
 pub use record::FilterSpec;
-pub use store::{AddOutcome, Store, StoreOptions};
+pub use store::{AddOutcome, Pending, Store, StoreOptions};
 pub use wal::FsyncPolicy;

@@ -4,7 +4,8 @@
 //! u32 len   bytes from `lsn` to the end of the payload
 //! u32 crc   CRC-32 of those `len` bytes
 //! u64 lsn   log sequence number, +1 per record
-//! u8  type  1 create, 2 add, 3 remove, 4 delete, 5 expire
+//! u8  type  1 create, 2 add, 3 remove, 4 delete, 5 expire,
+//!           6 load RedisBloom dump header, 7 load RedisBloom dump chunk
 //! payload
 //! zero padding to a multiple of 8 bytes
 //! ```
@@ -139,7 +140,24 @@ pub(crate) enum Record {
         /// Unix milliseconds; 0 removes the expiry.
         at_ms: i64,
     },
+    /// `BF.LOADCHUNK name 1 header`: a new zeroed RedisBloom chain.
+    LoadHeader {
+        id: u64,
+        name: Vec<u8>,
+        header: Vec<u8>,
+    },
+    /// `BF.LOADCHUNK name iter data` (at most [`MAX_CHUNK_PER_RECORD`]
+    /// bytes; larger chunks are logged as consecutive pieces).
+    LoadChunk {
+        id: u64,
+        iter: u64,
+        data: Vec<u8>,
+    },
 }
+
+/// Most dump bytes in one `LoadChunk` record (keeps every record well under
+/// a log segment).
+pub(crate) const MAX_CHUNK_PER_RECORD: usize = 4 << 20;
 
 impl Record {
     pub(crate) fn id(&self) -> u64 {
@@ -148,7 +166,9 @@ impl Record {
             | Record::Add { id, .. }
             | Record::Remove { id, .. }
             | Record::Delete { id }
-            | Record::Expire { id, .. } => *id,
+            | Record::Expire { id, .. }
+            | Record::LoadHeader { id, .. }
+            | Record::LoadChunk { id, .. } => *id,
         }
     }
 
@@ -184,6 +204,21 @@ impl Record {
                 p.extend_from_slice(&id.to_le_bytes());
                 p.extend_from_slice(&at_ms.to_le_bytes());
                 5
+            }
+            Record::LoadHeader { id, name, header } => {
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                p.extend_from_slice(name);
+                p.extend_from_slice(&(header.len() as u32).to_le_bytes());
+                p.extend_from_slice(header);
+                6
+            }
+            Record::LoadChunk { id, iter, data } => {
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(&iter.to_le_bytes());
+                p.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                p.extend_from_slice(data);
+                7
             }
         };
         (t, p)
@@ -271,6 +306,20 @@ pub(crate) fn parse(b: &[u8]) -> Parsed {
                 at_ms: at as i64,
             })
         }),
+        6 => (|| {
+            let n = u32::from_le_bytes(p.get(8..12)?.try_into().ok()?) as usize;
+            let name = p.get(12..12 + n)?.to_vec();
+            let o = 12 + n;
+            let h = u32::from_le_bytes(p.get(o..o + 4)?.try_into().ok()?) as usize;
+            let header = p.get(o + 4..o + 4 + h)?.to_vec();
+            (o + 4 + h == p.len()).then_some(Record::LoadHeader { id, name, header })
+        })(),
+        7 => (|| {
+            let iter = u64_at(8)?;
+            let n = u32::from_le_bytes(p.get(16..20)?.try_into().ok()?) as usize;
+            let data = p.get(20..20 + n)?.to_vec();
+            (20 + n == p.len()).then_some(Record::LoadChunk { id, iter, data })
+        })(),
         _ => None,
     };
     match rec {
@@ -308,6 +357,16 @@ mod tests {
             },
             Record::Delete { id: 7 },
             Record::Expire { id: 7, at_ms: -5 },
+            Record::LoadHeader {
+                id: 8,
+                name: b"dumped".to_vec(),
+                header: vec![1, 2, 3, 4, 5],
+            },
+            Record::LoadChunk {
+                id: 8,
+                iter: 1234,
+                data: vec![0xAB; 77],
+            },
         ];
         for (i, r) in recs.into_iter().enumerate() {
             let mut b = r.encode(100 + i as u64);

@@ -15,7 +15,7 @@ use seen_core::{
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
-use crate::record::{FilterSpec, Record, MAX_HASHES_PER_RECORD};
+use crate::record::{FilterSpec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::snapshot;
 use crate::wal::{self, FsyncPolicy, Wal};
 
@@ -52,6 +52,27 @@ pub struct AddOutcome {
     pub new: Vec<bool>,
     /// Set when the batch stopped before its end.
     pub stopped: Option<seen_core::Error>,
+}
+
+/// A promise of durability to wait for: see [`Store::wait`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[must_use = "a result is acknowledged only after Store::wait"]
+pub struct Pending(u64);
+
+impl Pending {
+    /// The later of two promises (waiting for it covers both).
+    pub fn max(self, other: Pending) -> Pending {
+        Pending(self.0.max(other.0))
+    }
+}
+
+fn any_memory_bytes(f: &AnyFilter) -> u64 {
+    match f {
+        AnyFilter::Bloom(b) => b.memory_bytes(),
+        AnyFilter::Scalable(s) => s.memory_bytes(),
+        AnyFilter::Counting(c) => c.memory_bytes(),
+        _ => 0,
+    }
 }
 
 struct EntryState {
@@ -397,6 +418,33 @@ impl Store {
                         st.dirty = true;
                     }
                 }
+                Record::LoadHeader { id, name, header } => {
+                    if by_id.contains_key(&id) {
+                        return Ok(());
+                    }
+                    let filter =
+                        ScalableBloomFilter::from_redis_header(&header, opts.max_filter_bytes)?;
+                    by_id.insert(
+                        id,
+                        (
+                            name,
+                            EntryState {
+                                filter: AnyFilter::Scalable(filter),
+                                expire_at_ms: 0,
+                                dirty: true,
+                                snap_lsn: 0,
+                            },
+                        ),
+                    );
+                }
+                Record::LoadChunk { id, iter, data } => {
+                    if let Some((_, st)) = by_id.get_mut(&id) {
+                        if let AnyFilter::Scalable(f) = &mut st.filter {
+                            f.redis_load_chunk(iter, &data)?;
+                            st.dirty = true;
+                        }
+                    }
+                }
             }
             Ok(())
         })?;
@@ -464,6 +512,14 @@ impl Store {
     /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
     /// taken.
     pub fn create(&self, name: &[u8], spec: &FilterSpec) -> Result<()> {
+        self.create_limited(name, spec, self.inner.opts.max_filter_bytes)
+    }
+
+    /// [`create`](Self::create), refusing a filter of more than `max_bytes`
+    /// bytes (or of more than the store's own limit), before anything is
+    /// allocated or logged.
+    pub fn create_limited(&self, name: &[u8], spec: &FilterSpec, max_bytes: u64) -> Result<()> {
+        let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
         self.ready_to_write()?;
         let lsn = {
             let mut map = self
@@ -480,7 +536,7 @@ impl Store {
                 map.remove(name);
                 lock(&self.inner.deleted).push(old_id);
             }
-            let filter = build(spec, self.inner.opts.max_filter_bytes)?;
+            let filter = build(spec, max_bytes)?;
             let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
             let lsn = self.inner.wal.append(&Record::Create {
                 id,
@@ -518,20 +574,40 @@ impl Store {
     }
 
     /// Adds items to a filter, creating it with `create` first if it does
-    /// not exist and `create` is given.
+    /// not exist and `create` is given. Returns once the adds are as durable
+    /// as the fsync policy promises.
     pub fn add(
         &self,
         name: &[u8],
         items: &[&[u8]],
         create: Option<&FilterSpec>,
     ) -> Result<AddOutcome> {
+        let (outcome, pending) =
+            self.add_pending(name, items, create, self.inner.opts.max_filter_bytes)?;
+        self.wait(pending)?;
+        Ok(outcome)
+    }
+
+    /// [`add`](Self::add) without waiting for durability: the adds are
+    /// applied and logged, and the caller must [`wait`](Self::wait) for the
+    /// returned [`Pending`] before it acknowledges them. A server answering
+    /// a pipeline of commands waits once for all of them (one fsync per
+    /// batch under `always`). A filter it creates is limited to
+    /// `create_limit` bytes.
+    pub fn add_pending(
+        &self,
+        name: &[u8],
+        items: &[&[u8]],
+        create: Option<&FilterSpec>,
+        create_limit: u64,
+    ) -> Result<(AddOutcome, Pending)> {
         self.ready_to_write()?;
         let entry = match self.entry(name) {
             Some(e) => e,
             None => match create {
                 Some(spec) => {
                     // Another writer may create it first; that is fine.
-                    if let Err(e) = self.create(name, spec) {
+                    if let Err(e) = self.create_limited(name, spec, create_limit) {
                         if !matches!(e.kind(), ErrorKind::Exists) {
                             return Err(e);
                         }
@@ -546,7 +622,7 @@ impl Store {
             if st.expired_now() {
                 drop(st);
                 self.delete(name)?;
-                return self.add(name, items, create);
+                return self.add_pending(name, items, create, create_limit);
             }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             // Log only what can change the filter: items already present
@@ -567,14 +643,26 @@ impl Store {
             // earlier adds of the same items) is at or below this lsn.
             (outcome, self.inner.wal.last_lsn())
         };
-        self.inner.wal.commit(lsn)?;
-        Ok(outcome)
+        Ok((outcome, Pending(lsn)))
     }
 
     /// Looks items up; `None` if the filter does not exist.
     pub fn contains(&self, name: &[u8], items: &[&[u8]]) -> Result<Option<Vec<bool>>> {
+        let (out, pending) = self.contains_pending(name, items)?;
+        self.wait(pending)?;
+        Ok(out)
+    }
+
+    /// [`contains`](Self::contains) without waiting: an answer of "present"
+    /// may rest on an add that is not durable yet, so the caller must
+    /// [`wait`](Self::wait) before it sends the answer.
+    pub fn contains_pending(
+        &self,
+        name: &[u8],
+        items: &[&[u8]],
+    ) -> Result<(Option<Vec<bool>>, Pending)> {
         let Some(entry) = self.live(name)? else {
-            return Ok(None);
+            return Ok((None, Pending(0)));
         };
         let (out, lsn) = {
             let st = lock(&entry.state);
@@ -584,9 +672,125 @@ impl Store {
                 .collect();
             (out, self.inner.wal.last_lsn())
         };
-        // Never answer "present" from an add that could still be lost.
-        self.inner.wal.commit(lsn)?;
-        Ok(Some(out))
+        Ok((Some(out), Pending(lsn)))
+    }
+
+    /// Waits until everything a [`Pending`] covers is as durable as the
+    /// fsync policy promises (`always`: synced; `everysec` and `no`:
+    /// written to the log, which survives a process kill). Waiting for the
+    /// largest of several `Pending`s covers them all.
+    pub fn wait(&self, pending: Pending) -> Result<()> {
+        if pending.0 == 0 {
+            return Ok(());
+        }
+        self.inner.wal.commit(pending.0)
+    }
+
+    /// Whether [`wait`](Self::wait) can block (the `always` policy): an
+    /// async caller then moves the wait off its event loop.
+    pub fn wait_blocks(&self) -> bool {
+        self.inner.opts.fsync == FsyncPolicy::Always
+    }
+
+    /// `BF.LOADCHUNK name 1 header`: creates a zeroed RedisBloom chain from
+    /// a dump header, refusing one of more than `max_bytes` (or the store's
+    /// limit) before allocating. Fails with [`ErrorKind::Exists`] if the
+    /// name is taken.
+    pub fn load_redis_header(&self, name: &[u8], header: &[u8], max_bytes: u64) -> Result<()> {
+        let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
+        self.ready_to_write()?;
+        let lsn = {
+            let mut map = self
+                .inner
+                .filters
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = map.get(name) {
+                if !lock(&e.state).expired_now() {
+                    return Err(ErrorKind::Exists.into());
+                }
+                let old_id = e.id;
+                self.inner.wal.append(&Record::Delete { id: old_id })?;
+                map.remove(name);
+                lock(&self.inner.deleted).push(old_id);
+            }
+            let filter = ScalableBloomFilter::from_redis_header(header, max_bytes)?;
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let lsn = self.inner.wal.append(&Record::LoadHeader {
+                id,
+                name: name.to_vec(),
+                header: header.to_vec(),
+            })?;
+            map.insert(
+                name.to_vec(),
+                Arc::new(Entry {
+                    id,
+                    name: name.to_vec(),
+                    state: Mutex::new(EntryState {
+                        filter: AnyFilter::Scalable(filter),
+                        expire_at_ms: 0,
+                        dirty: true,
+                        snap_lsn: 0,
+                    }),
+                }),
+            );
+            lsn
+        };
+        self.inner.wal.commit(lsn)
+    }
+
+    /// `BF.LOADCHUNK name iter data` for a chunk of bits: copies `data` into
+    /// an existing RedisBloom-layout chain. Fails with
+    /// [`ErrorKind::NotFound`] if there is no such filter, and with a
+    /// filter error (nothing logged or changed) if the chunk does not fit.
+    pub fn load_redis_chunk(&self, name: &[u8], iter: u64, data: &[u8]) -> Result<()> {
+        self.ready_to_write()?;
+        let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
+        let lsn = {
+            let mut st = lock(&entry.state);
+            let AnyFilter::Scalable(f) = &st.filter else {
+                return Err(ErrorKind::WrongKind("only RedisBloom chains load dump chunks").into());
+            };
+            f.redis_chunk_place(iter, data.len() as u64)?;
+            // Log in pieces no larger than a record may be, each a valid
+            // chunk of its own (inside the same link), applied as soon as
+            // it is logged, so that the filter and the log never disagree
+            // even if a later piece cannot be written.
+            let piece_len = MAX_CHUNK_PER_RECORD.min((self.inner.opts.segment_size / 2) as usize);
+            let base = iter - data.len() as u64;
+            for (i, piece) in data.chunks(piece_len.max(1)).enumerate() {
+                let piece_iter = base + (i * piece_len) as u64 + piece.len() as u64;
+                self.inner.wal.append(&Record::LoadChunk {
+                    id: entry.id,
+                    iter: piece_iter,
+                    data: piece.to_vec(),
+                })?;
+                st.dirty = true;
+                let AnyFilter::Scalable(f) = &mut st.filter else {
+                    unreachable!("checked above");
+                };
+                f.redis_load_chunk(piece_iter, piece)?;
+            }
+            st.dirty = true;
+            self.inner.wal.last_lsn()
+        };
+        self.inner.wal.commit(lsn)
+    }
+
+    /// Bytes of filter memory (bits and counters) held by all filters.
+    pub fn memory_bytes(&self) -> u64 {
+        let entries: Vec<Arc<Entry>> = self
+            .inner
+            .filters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        entries
+            .iter()
+            .map(|e| any_memory_bytes(&lock(&e.state).filter))
+            .sum()
     }
 
     /// Removes items from a counting filter.

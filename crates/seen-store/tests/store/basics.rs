@@ -187,3 +187,80 @@ fn checkpoints_drop_covered_log_segments() {
         .collect();
     assert!(segments() <= 2, "{names:?}");
 }
+
+/// A RedisBloom dump loaded chunk by chunk (`BF.LOADCHUNK`) is logged, so
+/// it survives a reopen without a checkpoint; a chunk larger than one log
+/// record is logged in pieces; a bad chunk changes nothing.
+#[test]
+fn redis_dump_load_is_durable() {
+    use seen_core::ScalableBloomFilter;
+    let dir = tempfile::tempdir().unwrap();
+    // About 6 MiB of bits: its one chunk spans two log records.
+    let src = ScalableBloomFilter::builder(5_000_000, 0.01)
+        .layout(Layout::Classic)
+        .nonscaling(true)
+        .build()
+        .unwrap();
+    let present = items("dump", 20_000);
+    for i in &present {
+        src.add(i).unwrap();
+    }
+    let header = src.redis_dump_header().unwrap();
+    let mut chunks = Vec::new();
+    let (mut iter, _) = src.redis_scandump(0).unwrap();
+    loop {
+        let (next, data) = src.redis_scandump(iter).unwrap();
+        if next == 0 {
+            break;
+        }
+        chunks.push((next, data));
+        iter = next;
+    }
+    assert!(chunks.iter().any(|(_, d)| d.len() > 4 << 20));
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.load_redis_header(b"d", &header, u64::MAX).unwrap();
+        assert_eq!(
+            s.load_redis_header(b"d", &header, u64::MAX)
+                .unwrap_err()
+                .kind()
+                .to_string(),
+            ErrorKind::Exists.to_string()
+        );
+        // A chunk past the end is refused and logs nothing.
+        assert!(s.load_redis_chunk(b"d", u64::MAX - 1, b"xyz").is_err());
+        assert!(s.load_redis_chunk(b"none", 10, b"xyz").is_err());
+        for (next, data) in &chunks {
+            s.load_redis_chunk(b"d", *next, data).unwrap();
+        }
+        // Dropped without a checkpoint: only the log has it.
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    let found = s.contains(b"d", &refs(&present)).unwrap().unwrap();
+    assert!(found.iter().all(|&p| p), "an item of the dump went missing");
+    s.with_filter(b"d", |f| match f {
+        seen_core::AnyFilter::Scalable(f) => {
+            assert_eq!(f.len(), src.len());
+            assert_eq!(f.redis_dump_header().unwrap(), header);
+        }
+        _ => panic!("not a chain"),
+    })
+    .unwrap()
+    .unwrap();
+}
+
+/// A header asking for more than the limit is refused before allocating.
+#[test]
+fn redis_header_over_the_limit_is_refused() {
+    use seen_core::ScalableBloomFilter;
+    let dir = tempfile::tempdir().unwrap();
+    let src = ScalableBloomFilter::builder(1_000_000, 0.01)
+        .layout(Layout::Classic)
+        .build()
+        .unwrap();
+    let header = src.redis_dump_header().unwrap();
+    let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    let err = s.load_redis_header(b"d", &header, 1 << 20).unwrap_err();
+    assert!(err.to_string().contains("1048576"), "{err}");
+    assert!(s.is_empty());
+}
