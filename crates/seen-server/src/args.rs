@@ -1,0 +1,98 @@
+//! Argument parsing with Redis's rules, so that what Redis (and RedisBloom)
+//! accepts or rejects, seen accepts or rejects too.
+
+/// Redis's `string2ll`: an optional `-`, then digits without leading zeros
+/// (`0` itself is fine), nothing else, within `i64`.
+pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Redis's `string2d` / `RedisModule_StringToDouble`: the whole string is a
+/// number (`strtod` syntax: decimal, exponent, `inf`), no leading space,
+/// not NaN.
+pub(crate) fn parse_f64(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || s[0].is_ascii_whitespace() {
+        return None;
+    }
+    let text = std::str::from_utf8(s).ok()?;
+    let v: f64 = text.parse().ok()?;
+    if v.is_nan() {
+        return None;
+    }
+    Some(v)
+}
+
+/// The byte at `i`, or 0 past the end (C strings are NUL-terminated, and
+/// RedisBloom's option parser peeks at fixed offsets).
+pub(crate) fn byte_at(s: &[u8], i: usize) -> u8 {
+    s.get(i).copied().unwrap_or(0).to_ascii_lowercase()
+}
+
+/// Case-insensitive equality of an argument with an ASCII keyword.
+pub(crate) fn is(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_follow_redis() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-5"), Some(-5));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1.0",
+            b"-0",
+            b"9223372036854775808",
+            b"x",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn doubles_follow_redis() {
+        assert_eq!(parse_f64(b"0.01"), Some(0.01));
+        assert_eq!(parse_f64(b"1e-3"), Some(0.001));
+        assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
+        for bad in [&b""[..], b" 1", b"1 ", b"x", b"nan", b"0.1x"] {
+            assert_eq!(parse_f64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING]
+//! [LAYOUT CLASSIC|BLOCKED]`, with RedisBloom 2.8's checks, order and
+//! error texts. `LAYOUT` is seen's: `BLOCKED` keeps all of an item's bits
+//! in one cache line (faster, about the same memory), `CLASSIC` (the
+//! default) is RedisBloom's layout, which `BF.SCANDUMP` can export.
+
+use bytes::Bytes;
+use seen_core::Layout;
+use seen_resp::Reply;
+use seen_store::FilterSpec;
+
+use super::{key_kind, store_error, wrong_arity, Ctx, WRONGTYPE};
+use crate::args::{is, parse_f64, parse_i64};
+
+/// RedisBloom's default expansion.
+pub(crate) const DEFAULT_EXPANSION: u32 = 2;
+
+/// Where a keyword is among the options (after the three fixed arguments).
+fn find(args: &[Bytes], keyword: &str) -> Option<usize> {
+    (4..args.len()).find(|&i| is(&args[i], keyword))
+}
+
+/// Parses `LAYOUT x` if present (seen's extension).
+pub(crate) fn parse_layout(value: Option<&Bytes>) -> Result<Layout, Reply> {
+    match value {
+        None => Err(Reply::error("ERR no layout (expected CLASSIC or BLOCKED)")),
+        Some(v) if is(v, "classic") => Ok(Layout::Classic),
+        Some(v) if is(v, "blocked") => Ok(Layout::Blocked),
+        Some(v) => Err(Reply::error(format!(
+            "ERR bad layout '{}' (expected CLASSIC or BLOCKED)",
+            String::from_utf8_lossy(v)
+        ))),
+    }
+}
+
+pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() < 4 || args.len() > 9 {
+        return wrong_arity("bf.reserve");
+    }
+    let Some(error_rate) = parse_f64(&args[2]) else {
+        return Reply::error("ERR bad error rate");
+    };
+    if !(error_rate > 0.0 && error_rate < 1.0) {
+        return Reply::error("ERR (0 < error rate range < 1) ");
+    }
+    let Some(capacity) = parse_i64(&args[3]) else {
+        return Reply::error("ERR bad capacity");
+    };
+    if capacity <= 0 {
+        return Reply::error("ERR (capacity should be larger than 0)");
+    }
+    let nonscaling = find(args, "NONSCALING").is_some();
+    let mut expansion = DEFAULT_EXPANSION;
+    if let Some(at) = find(args, "EXPANSION") {
+        if at + 1 == args.len() {
+            return Reply::error("ERR no expansion");
+        }
+        if nonscaling {
+            return Reply::error("Nonscaling filters cannot expand");
+        }
+        let Some(e) = parse_i64(&args[at + 1]) else {
+            return Reply::error("ERR bad expansion");
+        };
+        if e < 1 {
+            return Reply::error("ERR expansion should be greater or equal to 1");
+        }
+        expansion = u32::try_from(e).unwrap_or(u32::MAX);
+    }
+    let layout = match find(args, "LAYOUT") {
+        Some(at) => match parse_layout(args.get(at + 1)) {
+            Ok(l) => l,
+            Err(r) => return r,
+        },
+        None => Layout::Classic,
+    };
+    let key = &args[1];
+    match key_kind(ctx.shared, key) {
+        Err(r) => return r,
+        Ok(Some(super::KeyKind::Bloom)) => return Reply::error("ERR item exists"),
+        Ok(Some(_)) => return Reply::error(WRONGTYPE),
+        Ok(None) => {}
+    }
+    let spec = FilterSpec::Scalable {
+        capacity: capacity as u64,
+        error_rate,
+        layout,
+        expansion,
+        nonscaling,
+    };
+    match create(ctx, key, &spec) {
+        Ok(()) => {
+            ctx.dirty(1);
+            Reply::ok()
+        }
+        Err(r) => r,
+    }
+}
+
+/// Creates a filter within the memory limits (durably: creation is rare,
+/// so it waits for its own log record).
+pub(crate) fn create(ctx: &mut Ctx<'_>, key: &[u8], spec: &FilterSpec) -> Result<(), Reply> {
+    let shared = ctx.shared;
+    let _one = shared.create_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let room = shared.room_for_new_filter();
+    shared
+        .store
+        .create_limited(key, spec, room)
+        .map_err(|e| store_error(&e))
+}

@@ -1,0 +1,213 @@
+//! Commands. Each takes the request's arguments, applies them to the shared
+//! state and returns a [`Reply`] value (never writing to the socket), so
+//! commands are tested without a network.
+
+mod bf_add;
+mod bf_dump;
+mod bf_exists;
+mod bf_info;
+mod bf_reserve;
+mod conn;
+mod expire;
+mod keys;
+mod server;
+mod table;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use seen_core::AnyFilter;
+use seen_resp::{lowercase_name, Protocol, Reply, Request};
+use seen_store::{ErrorKind, Pending};
+
+use crate::state::Shared;
+
+pub(crate) use table::COMMANDS;
+
+/// One connection's state.
+pub(crate) struct Client {
+    pub(crate) id: u64,
+    pub(crate) addr: String,
+    pub(crate) proto: Protocol,
+    pub(crate) authenticated: bool,
+    pub(crate) name: Option<Bytes>,
+    pub(crate) lib_name: Option<Bytes>,
+    pub(crate) lib_ver: Option<Bytes>,
+    /// Durability the replies produced so far depend on.
+    pub(crate) pending: Pending,
+    /// Close after sending the replies so far (`QUIT`, `SHUTDOWN`).
+    pub(crate) close: bool,
+    /// Send no reply to the current command (`SHUTDOWN`).
+    pub(crate) no_reply: bool,
+}
+
+impl Client {
+    pub(crate) fn new(id: u64, addr: String, authenticated: bool) -> Client {
+        Client {
+            id,
+            addr,
+            proto: Protocol::Resp2,
+            authenticated,
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            pending: Pending::default(),
+            close: false,
+            no_reply: false,
+        }
+    }
+}
+
+/// What a command handler sees.
+pub(crate) struct Ctx<'a> {
+    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) client: &'a mut Client,
+}
+
+impl Ctx<'_> {
+    /// Remembers that the reply depends on `p` being durable.
+    pub(crate) fn depends_on(&mut self, p: Pending) {
+        self.client.pending = self.client.pending.max(p);
+    }
+
+    pub(crate) fn dirty(&self, n: u64) {
+        self.shared
+            .dirty
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Redis's arity error, with the command's lowercase name.
+pub(crate) fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+pub(crate) fn not_integer() -> Reply {
+    Reply::error("ERR value is not an integer or out of range")
+}
+
+pub(crate) fn syntax_error() -> Reply {
+    Reply::error("ERR syntax error")
+}
+
+/// A store error as a reply. Errors that mean "nothing was written" say so.
+pub(crate) fn store_error(e: &seen_store::Error) -> Reply {
+    match e.kind() {
+        ErrorKind::NotFound => Reply::error("ERR not found"),
+        ErrorKind::Exists => Reply::error("ERR item exists"),
+        ErrorKind::Filter(f) => filter_error(f),
+        ErrorKind::Io { .. } | ErrorKind::Poisoned(_) => {
+            Reply::error(format!("ERR persistence error, command not applied: {e}"))
+        }
+        _ => Reply::error(format!("ERR {e}")),
+    }
+}
+
+/// A core-library error as a reply.
+pub(crate) fn filter_error(e: &seen_core::Error) -> Reply {
+    match e.kind() {
+        seen_core::ErrorKind::Full => Reply::error("ERR non scaling filter is full"),
+        seen_core::ErrorKind::TooLarge { needed, limit } => Reply::error(format!(
+            "ERR the filter needs {needed} bytes, more than the {limit} bytes left under maxmemory and max-filter-bytes"
+        )),
+        _ => Reply::error(format!("ERR {e}")),
+    }
+}
+
+/// What kind of value a key holds, for type checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    /// A Bloom filter `BF.*` works on (scalable chain or fixed filter).
+    Bloom,
+    /// A counting filter (made by the library or the CLI; not a `BF.*`
+    /// type).
+    Counting,
+}
+
+impl KeyKind {
+    pub(crate) fn of(f: &AnyFilter) -> KeyKind {
+        match f {
+            AnyFilter::Counting(_) => KeyKind::Counting,
+            _ => KeyKind::Bloom,
+        }
+    }
+
+    /// `TYPE`'s answer.
+    pub(crate) fn type_name(self) -> &'static str {
+        match self {
+            KeyKind::Bloom => "MBbloom--",
+            KeyKind::Counting => "seen-cbf-",
+        }
+    }
+}
+
+/// The kind of the value at `key`, if any.
+pub(crate) fn key_kind(shared: &Shared, key: &[u8]) -> Result<Option<KeyKind>, Reply> {
+    shared
+        .store
+        .with_filter(key, KeyKind::of)
+        .map_err(|e| store_error(&e))
+}
+
+/// Runs one request.
+pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
+    let args = req.args();
+    let Some(name) = args.first() else {
+        return Reply::error("ERR empty command");
+    };
+    let mut buf = [0u8; 32];
+    let Some(lower) = lowercase_name(name, &mut buf) else {
+        return unknown_command(args);
+    };
+    let Some(spec) = table::lookup(lower) else {
+        return unknown_command(args);
+    };
+    shared
+        .stats
+        .commands
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if !client.authenticated && !matches!(spec.name, "auth" | "hello" | "quit") {
+        return Reply::error("NOAUTH Authentication required.");
+    }
+    if (spec.arity > 0 && args.len() != spec.arity as usize)
+        || (spec.arity < 0 && args.len() < (-spec.arity) as usize)
+    {
+        return wrong_arity(spec.name);
+    }
+    let mut ctx = Ctx { shared, client };
+    let reply = (spec.handler)(&mut ctx, args);
+    if matches!(reply, Reply::Error(_)) {
+        shared
+            .stats
+            .errors
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    reply
+}
+
+/// Redis 7's text for a command it does not know.
+fn unknown_command(args: &[Bytes]) -> Reply {
+    let name = String::from_utf8_lossy(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let a = String::from_utf8_lossy(a);
+        let a: String = a.chars().take(room).collect();
+        rest.push_str(&format!("'{a}' "));
+    }
+    Reply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {rest}"
+    ))
+}
+
+/// The handler type of the command table.
+pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Reply;

@@ -1,0 +1,436 @@
+//! The command table: names, arities (Redis's convention: `n` exactly,
+//! `-n` at least), flags and key positions, for dispatch and `COMMAND`.
+
+use super::{bf_add, bf_dump, bf_exists, bf_info, bf_reserve, conn, expire, keys, server, Handler};
+
+pub(crate) struct Spec {
+    pub(crate) name: &'static str,
+    pub(crate) arity: i32,
+    pub(crate) flags: &'static [&'static str],
+    pub(crate) first_key: i32,
+    pub(crate) last_key: i32,
+    pub(crate) step: i32,
+    pub(crate) summary: &'static str,
+    pub(crate) handler: Handler,
+}
+
+const W: &[&str] = &["write", "denyoom"];
+const R: &[&str] = &["readonly", "fast"];
+const A: &[&str] = &["fast", "loading", "stale"];
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, $flags:expr, $fk:expr, $lk:expr, $step:expr, $h:expr, $sum:literal) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $fk,
+            last_key: $lk,
+            step: $step,
+            summary: $sum,
+            handler: $h,
+        }
+    };
+}
+
+/// Every command seen answers. RedisBloom's commands have arity -1 (they
+/// check their own arguments, with their own error texts).
+pub(crate) static COMMANDS: &[Spec] = &[
+    spec!(
+        "bf.reserve",
+        -1,
+        W,
+        1,
+        1,
+        1,
+        bf_reserve::reserve,
+        "Creates a Bloom filter"
+    ),
+    spec!(
+        "bf.add",
+        -1,
+        W,
+        1,
+        1,
+        1,
+        bf_add::add,
+        "Adds an item to a Bloom filter"
+    ),
+    spec!(
+        "bf.madd",
+        -1,
+        W,
+        1,
+        1,
+        1,
+        bf_add::madd,
+        "Adds items to a Bloom filter"
+    ),
+    spec!(
+        "bf.insert",
+        -1,
+        W,
+        1,
+        1,
+        1,
+        bf_add::insert,
+        "Adds items, creating the filter with the given parameters"
+    ),
+    spec!(
+        "bf.exists",
+        -1,
+        R,
+        1,
+        1,
+        1,
+        bf_exists::exists,
+        "Checks whether an item was added"
+    ),
+    spec!(
+        "bf.mexists",
+        -1,
+        R,
+        1,
+        1,
+        1,
+        bf_exists::mexists,
+        "Checks whether items were added"
+    ),
+    spec!(
+        "bf.info",
+        -1,
+        R,
+        1,
+        1,
+        1,
+        bf_info::info,
+        "Returns information about a Bloom filter"
+    ),
+    spec!(
+        "bf.card",
+        -1,
+        R,
+        1,
+        1,
+        1,
+        bf_info::card,
+        "Returns the number of items added"
+    ),
+    spec!(
+        "bf.scandump",
+        -1,
+        &["readonly"],
+        1,
+        1,
+        1,
+        bf_dump::scandump,
+        "Dumps a filter in chunks (RedisBloom format)"
+    ),
+    spec!(
+        "bf.loadchunk",
+        -1,
+        W,
+        1,
+        1,
+        1,
+        bf_dump::loadchunk,
+        "Restores a filter from BF.SCANDUMP chunks"
+    ),
+    spec!(
+        "ping",
+        -1,
+        A,
+        0,
+        0,
+        0,
+        conn::ping,
+        "Returns the server's liveliness response"
+    ),
+    spec!(
+        "echo",
+        2,
+        A,
+        0,
+        0,
+        0,
+        conn::echo,
+        "Returns the given string"
+    ),
+    spec!(
+        "hello",
+        -1,
+        A,
+        0,
+        0,
+        0,
+        conn::hello,
+        "Handshakes with the server (protocol, auth, name)"
+    ),
+    spec!(
+        "auth",
+        -2,
+        A,
+        0,
+        0,
+        0,
+        conn::auth,
+        "Authenticates the connection"
+    ),
+    spec!(
+        "select",
+        2,
+        A,
+        0,
+        0,
+        0,
+        conn::select,
+        "Changes the selected database (only 0 exists)"
+    ),
+    spec!("quit", -1, A, 0, 0, 0, conn::quit, "Closes the connection"),
+    spec!(
+        "client",
+        -2,
+        A,
+        0,
+        0,
+        0,
+        conn::client,
+        "CLIENT SETNAME, GETNAME, ID, SETINFO, INFO"
+    ),
+    spec!(
+        "command",
+        -1,
+        A,
+        0,
+        0,
+        0,
+        server::command,
+        "Returns information about commands"
+    ),
+    spec!(
+        "config",
+        -2,
+        A,
+        0,
+        0,
+        0,
+        server::config,
+        "CONFIG GET and RESETSTAT"
+    ),
+    spec!(
+        "info",
+        -1,
+        A,
+        0,
+        0,
+        0,
+        server::info,
+        "Returns information and statistics about the server"
+    ),
+    spec!(
+        "module",
+        -2,
+        A,
+        0,
+        0,
+        0,
+        server::module,
+        "MODULE LIST: reports the bf module seen stands in for"
+    ),
+    spec!(
+        "dbsize",
+        1,
+        R,
+        0,
+        0,
+        0,
+        keys::dbsize,
+        "Returns the number of keys"
+    ),
+    spec!(
+        "exists",
+        -2,
+        R,
+        1,
+        -1,
+        1,
+        keys::exists,
+        "Counts the given keys that exist"
+    ),
+    spec!("del", -2, &["write"], 1, -1, 1, keys::del, "Deletes keys"),
+    spec!(
+        "unlink",
+        -2,
+        &["write", "fast"],
+        1,
+        -1,
+        1,
+        keys::del,
+        "Deletes keys"
+    ),
+    spec!(
+        "type",
+        2,
+        R,
+        1,
+        1,
+        1,
+        keys::type_,
+        "Returns the type of a key"
+    ),
+    spec!(
+        "keys",
+        2,
+        &["readonly"],
+        0,
+        0,
+        0,
+        keys::keys,
+        "Returns the keys matching a pattern"
+    ),
+    spec!(
+        "scan",
+        -2,
+        &["readonly"],
+        0,
+        0,
+        0,
+        keys::scan,
+        "Iterates over the keys"
+    ),
+    spec!(
+        "flushdb",
+        -1,
+        &["write"],
+        0,
+        0,
+        0,
+        keys::flush,
+        "Deletes every key"
+    ),
+    spec!(
+        "flushall",
+        -1,
+        &["write"],
+        0,
+        0,
+        0,
+        keys::flush,
+        "Deletes every key"
+    ),
+    spec!(
+        "expire",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        expire::expire,
+        "Sets a key's time to live in seconds"
+    ),
+    spec!(
+        "pexpire",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        expire::pexpire,
+        "Sets a key's time to live in milliseconds"
+    ),
+    spec!(
+        "expireat",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        expire::expireat,
+        "Sets a key's expiry as a Unix time in seconds"
+    ),
+    spec!(
+        "pexpireat",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        expire::pexpireat,
+        "Sets a key's expiry as a Unix time in milliseconds"
+    ),
+    spec!(
+        "ttl",
+        2,
+        R,
+        1,
+        1,
+        1,
+        expire::ttl,
+        "Returns a key's time to live in seconds"
+    ),
+    spec!(
+        "pttl",
+        2,
+        R,
+        1,
+        1,
+        1,
+        expire::pttl,
+        "Returns a key's time to live in milliseconds"
+    ),
+    spec!(
+        "persist",
+        2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        expire::persist,
+        "Removes a key's expiry"
+    ),
+    spec!(
+        "save",
+        1,
+        &["admin", "noscript"],
+        0,
+        0,
+        0,
+        server::save,
+        "Checkpoints every changed filter"
+    ),
+    spec!(
+        "bgsave",
+        -1,
+        &["admin", "noscript"],
+        0,
+        0,
+        0,
+        server::bgsave,
+        "Checkpoints in the background"
+    ),
+    spec!(
+        "lastsave",
+        1,
+        &["fast"],
+        0,
+        0,
+        0,
+        server::lastsave,
+        "Returns the Unix time of the last checkpoint"
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        &["admin", "noscript"],
+        0,
+        0,
+        0,
+        server::shutdown,
+        "Checkpoints and stops the server"
+    ),
+];
+
+/// The spec of a lowercase command name.
+pub(crate) fn lookup(lower: &[u8]) -> Option<&'static Spec> {
+    COMMANDS.iter().find(|s| s.name.as_bytes() == lower)
+}

@@ -1,0 +1,80 @@
+//! Server settings (`seen serve` flags).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use seen_store::FsyncPolicy;
+
+/// How `seen serve` runs. [`Config::default`] is what `seen serve` does
+/// with no flags: 127.0.0.1:6379, data in `./seen-data`, `everysec`.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Addresses to listen on.
+    pub bind: Vec<IpAddr>,
+    /// TCP port; 0 picks a free one (see [`crate::Server::local_addr`]).
+    pub port: u16,
+    /// Data directory (created if missing).
+    pub dir: PathBuf,
+    /// When the write-ahead log is synced.
+    pub fsync: FsyncPolicy,
+    /// Password every client must give with `AUTH` (or `HELLO ... AUTH`).
+    pub requirepass: Option<String>,
+    /// Most simultaneous clients; more are refused with Redis's error.
+    pub maxclients: usize,
+    /// Largest bulk argument in a request (Redis's `proto-max-bulk-len`).
+    pub proto_max_bulk_len: usize,
+    /// Most unparsed bytes buffered for one client (Redis's
+    /// `client-query-buffer-limit`); a client past it is disconnected.
+    pub client_query_buffer_limit: usize,
+    /// Most bytes all filters together may use; a `BF.RESERVE`,
+    /// `BF.INSERT`, `BF.ADD` or `BF.LOADCHUNK` that would create a filter
+    /// past it gets an error.
+    pub maxmemory: u64,
+    /// Largest single filter in bytes (also the limit a growing scalable
+    /// filter stops at).
+    pub max_filter_bytes: u64,
+    /// Close a client idle this long (`None`: never, Redis's `timeout 0`).
+    pub timeout: Option<Duration>,
+    /// Checkpoint this often when something changed (`None`: only on
+    /// `SAVE`, `BGSAVE` and shutdown).
+    pub save_interval: Option<Duration>,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: vec![IpAddr::from([127, 0, 0, 1])],
+            port: 6379,
+            dir: PathBuf::from("seen-data"),
+            fsync: FsyncPolicy::EverySec,
+            requirepass: None,
+            maxclients: 10_000,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            maxmemory: default_maxmemory(),
+            max_filter_bytes: seen_core::DEFAULT_MAX_BYTES,
+            timeout: None,
+            save_interval: Some(Duration::from_secs(300)),
+            threads: 0,
+        }
+    }
+}
+
+/// Three quarters of the machine's memory (from `/proc/meminfo`), or
+/// 4 GiB where that cannot be read: a default that keeps filters from
+/// pushing the machine into swap.
+pub fn default_maxmemory() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match total {
+        Some(t) if t > 0 => t / 4 * 3,
+        _ => 4 << 30,
+    }
+}

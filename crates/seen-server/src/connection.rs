@@ -1,0 +1,174 @@
+//! One client connection: read what has arrived, run every complete
+//! request in it, wait once for the durability all their replies need,
+//! write the replies, repeat.
+//!
+//! Memory per client is bounded: unparsed input by the parser's limits and
+//! `client-query-buffer-limit`; output by one batch of replies, because
+//! nothing more is read until they are written (a slow reader stalls only
+//! itself, through TCP flow control).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use seen_resp::{Limits, Reply, Request, RequestParser};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::cmd::{self, Client};
+use crate::state::Shared;
+
+/// Most requests run before their replies are written.
+const MAX_BATCH: usize = 1024;
+/// Write replies once this many bytes are waiting.
+const MAX_OUTPUT: usize = 1 << 20;
+
+/// Runs `f`, which may block (fsync, checkpoint), without stalling the
+/// other connections of this worker thread.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// Runs a batch of requests, appending their replies to `out`. Replies that
+/// depend on mutations are released only once those are as durable as the
+/// fsync policy promises; if that fails, every reply of the batch becomes
+/// an error (nothing unsafe is acknowledged).
+fn run_batch(shared: &Arc<Shared>, client: &mut Client, reqs: &[Request], out: &mut BytesMut) {
+    let start = out.len();
+    let mut answered = 0;
+    for req in reqs {
+        let reply = cmd::execute(shared, client, req);
+        if client.no_reply {
+            client.no_reply = false;
+        } else {
+            reply.encode(client.proto, out);
+            answered += 1;
+        }
+        if client.close {
+            break;
+        }
+    }
+    let pending = std::mem::take(&mut client.pending);
+    if let Err(e) = shared.store.wait(pending) {
+        tracing::error!("log sync failed, failing {answered} replies: {e}");
+        out.truncate(start);
+        let r = Reply::error(format!(
+            "ERR persistence error, the command may not be durable: {e}"
+        ));
+        for _ in 0..answered {
+            r.encode(client.proto, out);
+        }
+    }
+}
+
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    addr: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let mut client = Client::new(id, addr, shared.config.requirepass.is_none());
+    let limits = Limits {
+        max_bulk_len: shared.config.proto_max_bulk_len,
+        ..Limits::default()
+    };
+    let mut parser = RequestParser::new(limits);
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut output = BytesMut::with_capacity(16 * 1024);
+    let mut reqs: Vec<Request> = Vec::new();
+    let blocks = shared.store.wait_blocks();
+    let timeout = shared.config.timeout;
+    tracing::debug!(id, addr = %client.addr, "client connected");
+    'conn: loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let idle = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let n = tokio::select! {
+            r = stream.read_buf(&mut input) => match r {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::debug!(id, "read error: {e}");
+                    break;
+                }
+            },
+            _ = shutdown.changed() => break,
+            _ = idle => {
+                tracing::debug!(id, "idle timeout");
+                break;
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        loop {
+            let mut fatal = None;
+            while reqs.len() < MAX_BATCH {
+                match parser.next(&mut input) {
+                    Ok(Some(r)) => reqs.push(r),
+                    Ok(None) => break,
+                    Err(e) => {
+                        fatal = Some(e);
+                        break;
+                    }
+                }
+            }
+            if !reqs.is_empty() {
+                if blocks {
+                    blocking(|| run_batch(&shared, &mut client, &reqs, &mut output));
+                } else {
+                    run_batch(&shared, &mut client, &reqs, &mut output);
+                }
+            }
+            let full = reqs.len() == MAX_BATCH;
+            reqs.clear();
+            if let Some(e) = &fatal {
+                if !client.close {
+                    tracing::debug!(id, "protocol error: {e}");
+                    e.to_reply().encode(client.proto, &mut output);
+                    client.close = true;
+                }
+            }
+            if output.len() >= MAX_OUTPUT || !full || client.close {
+                if stream.write_all(&output).await.is_err() {
+                    break 'conn;
+                }
+                output.clear();
+                if output.capacity() > 4 * MAX_OUTPUT {
+                    output = BytesMut::with_capacity(16 * 1024);
+                }
+            }
+            if client.close {
+                break 'conn;
+            }
+            if !full {
+                break;
+            }
+        }
+        if input.len() > shared.config.client_query_buffer_limit {
+            tracing::warn!(
+                id,
+                bytes = input.len(),
+                "client-query-buffer-limit exceeded, closing"
+            );
+            break;
+        }
+        if input.is_empty() && input.capacity() > 1 << 20 {
+            input = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+    let _ = stream.shutdown().await;
+    tracing::debug!(id, "client disconnected");
+}

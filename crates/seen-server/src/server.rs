@@ -1,0 +1,230 @@
+//! Listening, accepting, the checkpoint timer and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seen_store::{Store, StoreOptions};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::state::Shared;
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug)]
+pub enum ServerError {
+    /// The data directory could not be opened (corrupt, locked, ...).
+    Store(seen_store::Error),
+    /// An address could not be bound.
+    Bind(SocketAddr, std::io::Error),
+    /// The runtime could not start.
+    Runtime(std::io::Error),
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerError::Store(e) => write!(f, "data directory: {e}"),
+            ServerError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            ServerError::Runtime(e) => write!(f, "cannot start the runtime: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+/// A bound, running-ready server.
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+}
+
+/// Stops a running [`Server`] from another task or thread.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    /// Asks the server to stop: stop accepting, finish the commands in
+    /// flight, checkpoint, return from [`Server::run`].
+    pub fn shutdown(&self) {
+        self.0.request_shutdown();
+    }
+}
+
+impl Server {
+    /// Opens the data directory (replaying its log) and binds the
+    /// listeners.
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let opts = StoreOptions {
+            fsync: config.fsync,
+            max_filter_bytes: config.max_filter_bytes,
+            ..StoreOptions::default()
+        };
+        let dir = config.dir.clone();
+        let t = Instant::now();
+        let store = tokio::task::spawn_blocking(move || Store::open(dir, opts))
+            .await
+            .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?
+            .map_err(ServerError::Store)?;
+        tracing::info!(
+            dir = %config.dir.display(),
+            filters = store.len(),
+            elapsed_ms = t.elapsed().as_millis() as u64,
+            "data directory open"
+        );
+        let mut listeners = Vec::new();
+        let mut port = config.port;
+        for ip in &config.bind {
+            let addr = SocketAddr::new(*ip, port);
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|e| ServerError::Bind(addr, e))?;
+            // With port 0, every address listens on the port the first got.
+            port = l.local_addr().map(|a| a.port()).unwrap_or(port);
+            listeners.push(l);
+        }
+        let shared = Shared::new(store, config, port);
+        Ok(Server { shared, listeners })
+    }
+
+    /// The address of the first listener (its port when 0 was asked).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listeners.first().and_then(|l| l.local_addr().ok())
+    }
+
+    /// A handle that stops the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shared.clone())
+    }
+
+    /// Serves until shut down, then finishes in-flight commands,
+    /// checkpoints and returns.
+    pub async fn run(self) -> Result<(), ServerError> {
+        let shared = self.shared;
+        for l in &self.listeners {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!(%a, fsync = ?shared.config.fsync, "listening");
+            }
+        }
+        let mut tasks = Vec::new();
+        for listener in self.listeners {
+            tasks.push(tokio::spawn(accept_loop(shared.clone(), listener)));
+        }
+        if let Some(every) = shared.config.save_interval {
+            tasks.push(tokio::spawn(checkpoint_timer(shared.clone(), every)));
+        }
+        let mut rx = shared.shutdown.subscribe();
+        while !*rx.borrow() {
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+        tracing::info!("shutting down: no new connections, finishing commands in flight");
+        for t in &tasks {
+            t.abort();
+        }
+        // Connections see the signal between batches and close.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shared.connected.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let skip = shared.skip_final_checkpoint.load(Ordering::Relaxed);
+        let s = shared.clone();
+        tokio::task::spawn_blocking(move || {
+            if !skip {
+                s.checkpoint()?;
+            }
+            s.store.clone().close()
+        })
+        .await
+        .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?
+        .map_err(ServerError::Store)?;
+        tracing::info!("shut down cleanly");
+        Ok(())
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let n = shared.connected.fetch_add(1, Ordering::AcqRel);
+        if n >= shared.config.maxclients {
+            shared.connected.fetch_sub(1, Ordering::AcqRel);
+            shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let rx = shared.shutdown.subscribe();
+        let s = shared.clone();
+        tokio::spawn(async move {
+            crate::connection::serve(s.clone(), stream, peer.to_string(), rx).await;
+            s.connected.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
+async fn checkpoint_timer(shared: Arc<Shared>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if shared.dirty.load(Ordering::Relaxed) == 0
+            || shared.bgsave_in_progress.swap(true, Ordering::AcqRel)
+        {
+            continue;
+        }
+        let s = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let ok = s.checkpoint().is_ok();
+            s.last_bgsave_ok.store(ok, Ordering::Relaxed);
+            s.bgsave_in_progress.store(false, Ordering::Release);
+        })
+        .await;
+    }
+}
+
+/// Runs a server until SIGINT, SIGTERM or `SHUTDOWN`, on a runtime with
+/// `config.threads` workers. What `seen serve` calls.
+pub fn run_blocking(config: Config) -> Result<(), ServerError> {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if config.threads > 0 {
+        rt.worker_threads(config.threads);
+    }
+    let rt = rt.enable_all().build().map_err(ServerError::Runtime)?;
+    rt.block_on(async move {
+        let server = Server::bind(config).await?;
+        let handle = server.shutdown_handle();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::error!("cannot install signal handlers");
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+            handle.shutdown();
+        });
+        server.run().await
+    })
+}

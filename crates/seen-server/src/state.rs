@@ -1,0 +1,106 @@
+//! What all connections share: the store, settings, counters.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use seen_store::Store;
+use tokio::sync::watch;
+
+use crate::config::Config;
+
+/// Server-wide counters for `INFO stats`.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) commands: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) config: Config,
+    pub(crate) stats: Stats,
+    pub(crate) started: Instant,
+    pub(crate) port: u16,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) connected: AtomicUsize,
+    /// Unix seconds of the last successful checkpoint.
+    pub(crate) lastsave: AtomicI64,
+    pub(crate) bgsave_in_progress: AtomicBool,
+    pub(crate) last_bgsave_ok: AtomicBool,
+    /// Mutations since the last checkpoint (`rdb_changes_since_last_save`).
+    pub(crate) dirty: AtomicU64,
+    /// `SHUTDOWN NOSAVE`: skip the final checkpoint (the log has
+    /// everything; the next start replays it).
+    pub(crate) skip_final_checkpoint: AtomicBool,
+    /// Serialises filter creation, so that two creations cannot both fit
+    /// under `maxmemory` and together exceed it.
+    pub(crate) create_lock: Mutex<()>,
+    /// Set to true to stop the server (SHUTDOWN, signals).
+    pub(crate) shutdown: watch::Sender<bool>,
+}
+
+pub(crate) fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+impl Shared {
+    pub(crate) fn new(store: Store, config: Config, port: u16) -> Arc<Shared> {
+        let (tx, _) = watch::channel(false);
+        Arc::new(Shared {
+            store,
+            config,
+            stats: Stats::default(),
+            started: Instant::now(),
+            port,
+            next_client_id: AtomicU64::new(1),
+            connected: AtomicUsize::new(0),
+            lastsave: AtomicI64::new(unix_now()),
+            bgsave_in_progress: AtomicBool::new(false),
+            last_bgsave_ok: AtomicBool::new(true),
+            dirty: AtomicU64::new(0),
+            skip_final_checkpoint: AtomicBool::new(false),
+            create_lock: Mutex::new(()),
+            shutdown: tx,
+        })
+    }
+
+    /// Bytes a new filter may use: the per-filter limit, or what is left
+    /// under `maxmemory`, whichever is smaller.
+    pub(crate) fn room_for_new_filter(&self) -> u64 {
+        let used = self.store.memory_bytes();
+        self.config
+            .max_filter_bytes
+            .min(self.config.maxmemory.saturating_sub(used))
+    }
+
+    /// A synchronous checkpoint (`SAVE`, the timer, shutdown).
+    pub(crate) fn checkpoint(&self) -> seen_store::Result<()> {
+        let before = self.dirty.load(Ordering::Relaxed);
+        let t = Instant::now();
+        let r = self.store.checkpoint();
+        match &r {
+            Ok(()) => {
+                self.dirty.fetch_sub(before, Ordering::Relaxed);
+                self.lastsave.store(unix_now(), Ordering::Relaxed);
+                tracing::info!(
+                    elapsed_ms = t.elapsed().as_millis() as u64,
+                    "checkpoint done"
+                );
+            }
+            Err(e) => tracing::error!("checkpoint failed: {e}"),
+        }
+        r
+    }
+
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+}

@@ -1,0 +1,127 @@
+//! `seen serve`.
+
+use std::io::IsTerminal;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use seen_server::Config;
+use seen_store::FsyncPolicy;
+
+use crate::units::parse_bytes;
+
+/// Flags of `seen serve`. Every flag has a Redis-like default; the
+/// examples in `--help` are tested.
+#[derive(Args, Debug)]
+#[command(after_help = "EXAMPLES:
+  seen serve --dir ./seen-data
+      Listen on 127.0.0.1:6379 with the data in ./seen-data, then:
+      redis-cli BF.ADD urls https://example.com/
+
+  seen serve --port 6380 --fsync always --requirepass s3cret
+      Acknowledge an add only once it is on disk; clients AUTH first.
+
+  seen serve --bind 0.0.0.0 --maxmemory 8GiB --maxclients 2000
+      Serve the network (protect it with --requirepass), at most 8 GiB of
+      filters.")]
+pub(crate) struct ServeArgs {
+    /// Data directory: snapshots and write-ahead log (created if missing).
+    #[arg(long, default_value = "seen-data", value_name = "DIR")]
+    dir: PathBuf,
+    /// Address to listen on; repeat for several. Anything but loopback
+    /// exposes the server: set --requirepass.
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+    bind: Vec<IpAddr>,
+    /// TCP port (0: any free port, printed in the log).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// When the log is synced: `always` (reply after the add is on disk),
+    /// `everysec` (a power cut loses at most about a second; a crash of
+    /// the process loses nothing) or `no` (the OS decides).
+    #[arg(long, default_value = "everysec", value_name = "POLICY", value_parser = parse_fsync)]
+    fsync: FsyncPolicy,
+    /// Password clients must send with AUTH (or HELLO ... AUTH default PASS).
+    #[arg(
+        long,
+        value_name = "PASSWORD",
+        env = "SEEN_REQUIREPASS",
+        hide_env_values = true
+    )]
+    requirepass: Option<String>,
+    /// Most simultaneous clients.
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: usize,
+    /// Memory all filters together may use (e.g. 8GiB); commands that would
+    /// create a filter past it get an error. Default: 3/4 of the RAM.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    maxmemory: Option<u64>,
+    /// Largest single filter (e.g. 16GiB).
+    #[arg(long, default_value = "64GiB", value_name = "SIZE", value_parser = parse_bytes)]
+    max_filter_bytes: u64,
+    /// Largest argument of a request (Redis's proto-max-bulk-len).
+    #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = parse_bytes)]
+    proto_max_bulk_len: u64,
+    /// Most unparsed input buffered for one client before it is
+    /// disconnected (Redis's client-query-buffer-limit).
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_bytes)]
+    client_query_buffer_limit: u64,
+    /// Close clients idle this many seconds (0: never).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    timeout: u64,
+    /// Checkpoint changed filters every this many seconds (0: only on SAVE,
+    /// BGSAVE and shutdown). Checkpoints bound the log, so restarts stay
+    /// fast.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    save_interval: u64,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
+    #[arg(long, default_value = "info", env = "SEEN_LOG")]
+    log: String,
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    s.parse()
+}
+
+pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&a.log)
+                .with_context(|| format!("--log '{}' is not a valid log filter", a.log))?,
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let to_usize = |v: u64, flag: &str| {
+        usize::try_from(v).with_context(|| format!("{flag} {v} is too large for this machine"))
+    };
+    if a.requirepass.as_deref() == Some("") {
+        anyhow::bail!("--requirepass is empty: give a password or leave the flag out");
+    }
+    let config = Config {
+        bind: a.bind,
+        port: a.port,
+        dir: a.dir,
+        fsync: a.fsync,
+        requirepass: a.requirepass,
+        maxclients: a.maxclients,
+        proto_max_bulk_len: to_usize(a.proto_max_bulk_len, "--proto-max-bulk-len")?,
+        client_query_buffer_limit: to_usize(
+            a.client_query_buffer_limit,
+            "--client-query-buffer-limit",
+        )?,
+        maxmemory: a.maxmemory.unwrap_or_else(seen_server::default_maxmemory),
+        max_filter_bytes: a.max_filter_bytes,
+        timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
+        save_interval: (a.save_interval > 0).then(|| Duration::from_secs(a.save_interval)),
+        threads: a.threads,
+    };
+    let dir = config.dir.clone();
+    seen_server::run_blocking(config).with_context(|| format!("serving from {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,126 @@
+//! Limits and security: AUTH, maxclients, memory limits, request size.
+
+use crate::support::{text, Server};
+
+#[test]
+fn requirepass_gates_every_command_but_auth_hello_quit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--requirepass", "s3cret"]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["PING"]), b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(
+        c.cmd(&["BF.ADD", "k", "x"]),
+        b"-NOAUTH Authentication required.\r\n"
+    );
+    assert!(text(&c.cmd(&["AUTH", "wrong"])).starts_with("-WRONGPASS"));
+    assert!(text(&c.cmd(&["HELLO", "3"])).starts_with("-NOAUTH HELLO must be called"));
+    assert_eq!(c.cmd(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["BF.ADD", "k", "x"]), b":1\r\n");
+    let mut h = server.raw();
+    let r = h.cmd(&["HELLO", "3", "AUTH", "default", "s3cret"]);
+    assert!(r.starts_with(b"%7"), "{}", text(&r));
+    assert_eq!(h.cmd(&["BF.EXISTS", "k", "x"]), b"#t\r\n");
+    let mut q = server.raw();
+    assert_eq!(q.cmd(&["QUIT"]), b"+OK\r\n");
+    // redis-cli with -a works.
+    let out = std::process::Command::new("redis-cli")
+        .args([
+            "-p",
+            &server.port.to_string(),
+            "-a",
+            "s3cret",
+            "--no-auth-warning",
+        ])
+        .args(["BF.EXISTS", "k", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
+}
+
+#[test]
+fn maxclients_refuses_extra_connections() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--maxclients", "3"]);
+    // Let the server notice that the start-up probe's connection closed.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut held: Vec<_> = (0..3).map(|_| server.raw()).collect();
+    for c in held.iter_mut() {
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    let mut extra = server.raw();
+    assert_eq!(
+        extra.read_reply_bytes().unwrap(),
+        b"-ERR max number of clients reached\r\n"
+    );
+    drop(held.pop());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(server.raw().cmd(&["PING"]), b"+PONG\r\n");
+}
+
+/// Absurd sizes and sizes past the limits get errors before anything is
+/// allocated; the server keeps serving.
+#[test]
+fn memory_limits_refuse_big_filters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &tmp.path().join("d"),
+        &["--maxmemory", "64MiB", "--max-filter-bytes", "32MiB"],
+    );
+    let mut c = server.raw();
+    for cmd in [
+        vec!["BF.RESERVE", "huge", "0.0000001", "9223372036854775807"],
+        vec!["BF.RESERVE", "big", "0.01", "100000000"],
+        vec!["BF.INSERT", "big", "CAPACITY", "1000000000", "ITEMS", "x"],
+    ] {
+        let r = text(&c.cmd(&cmd));
+        assert!(r.starts_with("-ERR the filter needs"), "{cmd:?}: {r}");
+    }
+    assert_eq!(c.cmd(&["EXISTS", "huge", "big"]), b":0\r\n");
+    // 25 MB fits one filter; a second and a third would pass 64 MiB.
+    assert_eq!(
+        c.cmd(&["BF.RESERVE", "a", "0.01", "20000000", "NONSCALING"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["BF.RESERVE", "b", "0.01", "20000000", "NONSCALING"]),
+        b"+OK\r\n"
+    );
+    let r = text(&c.cmd(&["BF.RESERVE", "c", "0.01", "20000000", "NONSCALING"]));
+    assert!(r.starts_with("-ERR the filter needs"), "{r}");
+    // A RedisBloom dump header asking for 2^60 bytes (RedisBloom 2.8 aborts
+    // the whole server on this).
+    let mut header = Vec::new();
+    header.extend_from_slice(&0u64.to_le_bytes()); // items
+    header.extend_from_slice(&1u32.to_le_bytes()); // links
+    header.extend_from_slice(&(1u32 | 2 | 8).to_le_bytes()); // options
+    header.extend_from_slice(&2u32.to_le_bytes()); // expansion
+    let bits: u64 = 1 << 63;
+    header.extend_from_slice(&(bits / 8).to_le_bytes());
+    header.extend_from_slice(&bits.to_le_bytes());
+    header.extend_from_slice(&0u64.to_le_bytes());
+    header.extend_from_slice(&0.01f64.to_le_bytes());
+    header.extend_from_slice(&9.585f64.to_le_bytes());
+    header.extend_from_slice(&7u32.to_le_bytes());
+    header.extend_from_slice(&1000u64.to_le_bytes());
+    header.push(0);
+    let r = text(&c.cmd(&[&b"BF.LOADCHUNK"[..], b"evil", b"1", &header]));
+    assert!(r.starts_with("-ERR"), "{r}");
+    assert_eq!(c.cmd(&["EXISTS", "evil"]), b":0\r\n");
+    assert_eq!(c.cmd(&["BF.ADD", "a", "still alive"]), b":1\r\n");
+}
+
+#[test]
+fn oversized_arguments_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--proto-max-bulk-len", "1MiB"]);
+    let mut c = server.raw();
+    c.send_raw(b"*3\r\n$6\r\nBF.ADD\r\n$1\r\nk\r\n$2000000\r\n");
+    let r = text(&c.read_reply_bytes().unwrap());
+    assert!(
+        r.starts_with("-ERR Protocol error: invalid bulk length"),
+        "{r}"
+    );
+    assert!(c.is_closed());
+    let big = vec![b'x'; 900_000];
+    assert_eq!(server.raw().cmd(&[&b"BF.ADD"[..], b"k", &big]), b":1\r\n");
+}

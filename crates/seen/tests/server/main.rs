@@ -1,0 +1,9 @@
+//! `seen serve` tested as users run it: the real binary over TCP, with
+//! raw RESP, redis-cli, redis-benchmark, redis-py and the `redis` crate.
+
+mod clients;
+mod limits;
+mod protocol;
+mod restart;
+mod support;
+mod vectors;
