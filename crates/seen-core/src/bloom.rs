@@ -471,6 +471,15 @@ impl BloomFilter {
         *self.items.get_mut() = items;
     }
 
+    /// [`add_hash`](Self::add_hash) with exclusive access: plain stores.
+    pub(crate) fn add_hash_mut(&mut self, h: ItemHash) -> bool {
+        let new = self.raw.add_mut(h);
+        if new {
+            *self.items.get_mut() += 1;
+        }
+        new
+    }
+
     pub(crate) fn items_counter(&self) -> &AtomicU64 {
         &self.items
     }

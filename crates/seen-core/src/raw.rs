@@ -212,9 +212,13 @@ impl RawFilter {
     pub(crate) fn prefetch(&self, h: ItemHash) {
         match self.layout {
             Layout::Blocked => self.map.prefetch(self.block_index(h)),
+            // Every position is a separate cache line: fetch them all, so
+            // that their misses overlap instead of queueing one by one.
             Layout::Classic => {
-                let word = (self.classic_position(h, 0) / 64) as usize;
-                self.map.prefetch(word / BLOCK_WORDS)
+                for i in 0..self.hashes {
+                    let word = (self.classic_position(h, i) / 64) as usize;
+                    self.map.prefetch(word / BLOCK_WORDS);
+                }
             }
         }
     }

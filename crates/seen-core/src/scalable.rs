@@ -269,6 +269,32 @@ impl ScalableBloomFilter {
         }
     }
 
+    /// [`add_hash`](Self::add_hash) with exclusive access: the same result,
+    /// without locks or atomic read-modify-writes (for a caller that
+    /// serialises a filter's writers anyway, such as seen's store).
+    pub fn add_hash_mut(&mut self, h: ItemHash) -> Result<bool> {
+        if self.links_mut().iter().rev().any(|l| l.contains_hash(h)) {
+            return Ok(false);
+        }
+        loop {
+            let nonscaling = self.params.nonscaling;
+            let links = self.links_mut();
+            let len = links.len();
+            let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
+            if cur.len() < cur.capacity() {
+                let new = cur.add_hash_mut(h);
+                if new {
+                    *self.items.get_mut() += 1;
+                }
+                return Ok(new);
+            }
+            if nonscaling {
+                return Err(ErrorKind::Full.into());
+            }
+            self.grow(len)?;
+        }
+    }
+
     /// Adds a new link if the chain still has `expected_len` links.
     fn grow(&self, expected_len: usize) -> Result<()> {
         let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
@@ -320,7 +346,15 @@ impl ScalableBloomFilter {
         self.contains_hash(self.hash(item))
     }
 
-    /// [`ScalableBloomFilter::contains`] for an already hashed item.
+    /// Starts loading the memory an operation on `h` will touch, in every
+    /// sub-filter; see [`BloomFilter::prefetch`].
+    pub fn prefetch(&self, h: ItemHash) {
+        for l in self.read_links().iter() {
+            l.prefetch(h);
+        }
+    }
+
+    /// [`contains`](Self::contains) for an already hashed item.
     pub fn contains_hash(&self, h: ItemHash) -> bool {
         self.read_links().iter().rev().any(|l| l.contains_hash(h))
     }
@@ -498,6 +532,34 @@ impl Default for ScalableBuilder {
 
 #[cfg(test)]
 mod tests {
+
+    /// The exclusive-access add gives the same answers, counts and bits as
+    /// the shared one, growth and a full non-scaling chain included.
+    #[test]
+    fn add_hash_mut_matches_add_hash() {
+        for layout in [Layout::Classic, Layout::Blocked] {
+            for nonscaling in [false, true] {
+                let build = || {
+                    ScalableBloomFilter::builder(50, 0.01)
+                        .layout(layout)
+                        .nonscaling(nonscaling)
+                        .build()
+                        .unwrap()
+                };
+                let shared = build();
+                let mut exclusive = build();
+                for i in 0..2_000u32 {
+                    let h = shared.hash(format!("item {}", i % 1500));
+                    let a = shared.add_hash(h).map_err(|e| e.to_string());
+                    let b = exclusive.add_hash_mut(h).map_err(|e| e.to_string());
+                    assert_eq!(a, b, "{layout:?} nonscaling={nonscaling} item {i}");
+                }
+                assert_eq!(shared.len(), exclusive.len());
+                assert_eq!(shared.link_info(), exclusive.link_info());
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

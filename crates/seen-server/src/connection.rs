@@ -42,8 +42,20 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
 fn run_batch(shared: &Arc<Shared>, client: &mut Client, reqs: &[Request], out: &mut BytesMut) {
     let start = out.len();
     let mut answered = 0;
-    for req in reqs {
-        let reply = cmd::execute(shared, client, req);
+    let mut i = 0;
+    while i < reqs.len() {
+        let n = cmd::fusable_len(client, &reqs[i..]);
+        if n >= 2 {
+            let replies = cmd::execute_fused(shared, client, &reqs[i..i + n]);
+            for r in &replies {
+                r.encode(client.proto, out);
+            }
+            answered += replies.len();
+            i += replies.len();
+            continue;
+        }
+        let reply = cmd::execute(shared, client, &reqs[i]);
+        i += 1;
         if client.no_reply {
             client.no_reply = false;
         } else {

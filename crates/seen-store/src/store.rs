@@ -157,6 +157,14 @@ fn hash(f: &AnyFilter, item: &[u8]) -> ItemHash {
     }
 }
 
+fn prefetch(f: &AnyFilter, h: ItemHash) {
+    match f {
+        AnyFilter::Bloom(b) => b.prefetch(h),
+        AnyFilter::Scalable(s) => s.prefetch(h),
+        _ => {}
+    }
+}
+
 fn contains(f: &AnyFilter, h: ItemHash) -> bool {
     match f {
         AnyFilter::Bloom(b) => b.contains_hash(h),
@@ -191,7 +199,8 @@ fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
     for &h in hashes {
         let r = match f {
             AnyFilter::Bloom(b) => Ok(b.add_hash(h)),
-            AnyFilter::Scalable(s) => s.add_hash(h),
+            // The entry's lock serialises writers: no atomics needed.
+            AnyFilter::Scalable(s) => s.add_hash_mut(h),
             AnyFilter::Counting(c) => Ok(c.add_hash(h)),
             _ => unreachable!("AnyFilter has three kinds"),
         };
@@ -625,20 +634,44 @@ impl Store {
                 return self.add_pending(name, items, create, create_limit);
             }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
-            // Log only what can change the filter: items already present
-            // change nothing, now or on replay.
-            let to_log: Vec<ItemHash> = hashes
-                .iter()
-                .copied()
-                .filter(|&h| !contains(&st.filter, h))
-                .collect();
-            for chunk in to_log.chunks(MAX_HASHES_PER_RECORD) {
-                self.inner.wal.append_hashes(2, entry.id, chunk)?;
+            // In chunks small enough that the cache lines the check loads
+            // are still there when the chunk is applied: check (prefetched
+            // a few items ahead, so that misses overlap), log what can
+            // change the filter (items already present change nothing, now
+            // or on replay), then apply.
+            const AHEAD: usize = 4;
+            const CHUNK: usize = 32;
+            for &h in hashes.iter().take(AHEAD) {
+                prefetch(&st.filter, h);
             }
-            if !to_log.is_empty() {
-                st.dirty = true;
+            let mut outcome = AddOutcome {
+                new: Vec::with_capacity(hashes.len()),
+                stopped: None,
+            };
+            for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
+                let base = c * CHUNK;
+                let to_log: Vec<ItemHash> = chunk
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, &h)| {
+                        if let Some(&ahead) = hashes.get(base + i + AHEAD) {
+                            prefetch(&st.filter, ahead);
+                        }
+                        !contains(&st.filter, h)
+                    })
+                    .map(|(_, &h)| h)
+                    .collect();
+                if !to_log.is_empty() {
+                    self.inner.wal.append_hashes(2, entry.id, &to_log)?;
+                    st.dirty = true;
+                }
+                let part = apply_adds(&mut st.filter, chunk);
+                outcome.new.extend(part.new);
+                if part.stopped.is_some() {
+                    outcome.stopped = part.stopped;
+                    break;
+                }
             }
-            let outcome = apply_adds(&mut st.filter, &hashes);
             // Everything this answer depends on (including the records of
             // earlier adds of the same items) is at or below this lsn.
             (outcome, self.inner.wal.last_lsn())
@@ -666,9 +699,20 @@ impl Store {
         };
         let (out, lsn) = {
             let st = lock(&entry.state);
-            let out = items
+            let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+            const AHEAD: usize = 8;
+            for &h in hashes.iter().take(AHEAD) {
+                prefetch(&st.filter, h);
+            }
+            let out = hashes
                 .iter()
-                .map(|i| contains(&st.filter, hash(&st.filter, i)))
+                .enumerate()
+                .map(|(i, &h)| {
+                    if let Some(&ahead) = hashes.get(i + AHEAD) {
+                        prefetch(&st.filter, ahead);
+                    }
+                    contains(&st.filter, h)
+                })
                 .collect();
             (out, self.inner.wal.last_lsn())
         };

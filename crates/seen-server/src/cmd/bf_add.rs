@@ -33,6 +33,17 @@ pub(crate) fn add(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
+/// The adds of consecutive `BF.ADD`/`BF.MADD` commands of one pipeline, as
+/// one batch: whether each item was new, and the error that stopped the
+/// batch, if one did.
+pub(crate) fn add_batch(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    items: &[Bytes],
+) -> Result<(Vec<bool>, Option<Reply>), Reply> {
+    add_items(ctx, key, items, Some(&default_spec()))
+}
+
 pub(crate) fn madd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.madd");

@@ -40,6 +40,16 @@ pub(crate) fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
+/// The lookups of consecutive `BF.EXISTS`/`BF.MEXISTS` commands of one
+/// pipeline, as one batch.
+pub(crate) fn lookup_batch(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    items: &[Bytes],
+) -> Result<Vec<bool>, Reply> {
+    lookup(ctx, key, items)
+}
+
 pub(crate) fn mexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.mexists");

@@ -190,6 +190,113 @@ pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) 
     reply
 }
 
+/// Which fused family a request belongs to: adds (`BF.ADD`, `BF.MADD`) or
+/// lookups (`BF.EXISTS`, `BF.MEXISTS`), and whether it answers an array.
+fn fused_kind(args: &[Bytes]) -> Option<(bool, bool)> {
+    let name = args.first()?;
+    let (add, multi) = if name.eq_ignore_ascii_case(b"bf.add") {
+        (true, false)
+    } else if name.eq_ignore_ascii_case(b"bf.madd") {
+        (true, true)
+    } else if name.eq_ignore_ascii_case(b"bf.exists") {
+        (false, false)
+    } else if name.eq_ignore_ascii_case(b"bf.mexists") {
+        (false, true)
+    } else {
+        return None;
+    };
+    let ok = if multi {
+        args.len() >= 3
+    } else {
+        args.len() == 3
+    };
+    ok.then_some((add, multi))
+}
+
+/// How many requests at the front of `reqs` can run as one fused batch:
+/// consecutive adds (`BF.ADD`/`BF.MADD`), or consecutive lookups
+/// (`BF.EXISTS`/`BF.MEXISTS`), of the same key (what a pipelining client
+/// sends). 0 or 1: run the first one alone.
+pub(crate) fn fusable_len(client: &Client, reqs: &[Request]) -> usize {
+    if !client.authenticated || reqs.len() < 2 {
+        return 0;
+    }
+    let first = reqs[0].args();
+    let Some((add, _)) = fused_kind(first) else {
+        return 0;
+    };
+    reqs.iter()
+        .take_while(|r| {
+            let a = r.args();
+            matches!(fused_kind(a), Some((k, _)) if k == add) && a[1] == first[1]
+        })
+        .count()
+}
+
+/// Runs a fused run found by [`fusable_len`] with one store call (one lock,
+/// one log record), giving the same replies, in the same order, as running
+/// the requests one by one. May answer fewer requests than given (a full
+/// filter stops a run of adds); the caller runs the rest normally.
+pub(crate) fn execute_fused(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    reqs: &[Request],
+) -> Vec<Reply> {
+    shared
+        .stats
+        .commands
+        .fetch_add(reqs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let key = reqs[0].args()[1].clone();
+    let add = fused_kind(reqs[0].args()).is_some_and(|(a, _)| a);
+    let items: Vec<Bytes> = reqs
+        .iter()
+        .flat_map(|r| r.args()[2..].iter().cloned())
+        .collect();
+    let mut ctx = Ctx { shared, client };
+    let (answers, stopped) = if add {
+        match bf_add::add_batch(&mut ctx, &key, &items) {
+            Ok(x) => x,
+            Err(r) => return vec![r; reqs.len()],
+        }
+    } else {
+        match bf_exists::lookup_batch(&mut ctx, &key, &items) {
+            Ok(v) => (v, None),
+            Err(r) => return vec![r; reqs.len()],
+        }
+    };
+    // Split the answers back into one reply per command.
+    let mut out = Vec::with_capacity(reqs.len());
+    let mut answers = answers.into_iter();
+    let mut stopped = stopped;
+    for r in reqs {
+        let multi = fused_kind(r.args()).is_some_and(|(_, m)| m);
+        let n = r.args().len() - 2;
+        let got: Vec<Reply> = answers.by_ref().take(n).map(Reply::Bool).collect();
+        if got.len() == n {
+            out.push(if multi {
+                Reply::Array(got)
+            } else {
+                got.into_iter().next().expect("one")
+            });
+            continue;
+        }
+        // The batch stopped inside this command: it answers what it got
+        // and the error; the commands after it run on their own.
+        let err = stopped
+            .take()
+            .unwrap_or_else(|| Reply::error("ERR internal: short batch"));
+        out.push(if multi {
+            let mut got = got;
+            got.push(err);
+            Reply::Array(got)
+        } else {
+            err
+        });
+        break;
+    }
+    out
+}
+
 /// Redis 7's text for a command it does not know.
 fn unknown_command(args: &[Bytes]) -> Reply {
     let name = String::from_utf8_lossy(&args[0]);
