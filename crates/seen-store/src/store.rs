@@ -973,6 +973,9 @@ impl Store {
 
     fn checkpoint_inner(&self, all: bool) -> Result<()> {
         let _one = lock(&self.inner.checkpointing);
+        // Records from here on go to a fresh segment; the older ones can all
+        // be retired once the snapshots below cover them.
+        self.inner.wal.start_new_segment()?;
         let (floor, entries) = {
             let map = self.inner.filters.read().unwrap_or_else(|e| e.into_inner());
             (

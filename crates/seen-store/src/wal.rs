@@ -261,6 +261,19 @@ impl Wal {
         Ok(lsn)
     }
 
+    /// Starts a new segment if the current one holds any record, so that
+    /// everything logged so far sits in segments a checkpoint can retire
+    /// (and unmap: the old segment's pages stop counting as the process's
+    /// memory).
+    pub(crate) fn start_new_segment(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        if st.cur.offset == 0 {
+            return Ok(());
+        }
+        let lsn = st.next_lsn;
+        self.roll(&mut st, lsn)
+    }
+
     /// Switches to a new segment starting at `lsn`.
     fn roll(&self, st: &mut State, lsn: u64) -> Result<()> {
         let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;

@@ -124,3 +124,58 @@ fn oversized_arguments_are_refused() {
     let big = vec![b'x'; 900_000];
     assert_eq!(server.raw().cmd(&[&b"BF.ADD"[..], b"k", &big]), b":1\r\n");
 }
+
+/// `--timeout`: an idle client is disconnected, so idle connections cannot
+/// pile up; an active one is not.
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--timeout", "1"]);
+    let mut idle = server.raw();
+    let mut busy = server.raw();
+    assert_eq!(idle.cmd(&["PING"]), b"+PONG\r\n");
+    for _ in 0..6 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(busy.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    assert!(idle.is_closed(), "idle client still connected");
+}
+
+/// A client that sends a pipeline and never reads does not make the
+/// server's memory grow without bound: the server stops reading from it,
+/// and serves everyone else.
+#[test]
+fn a_slow_reader_does_not_grow_server_memory() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &[]);
+    let rss = |pid: i32| -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    };
+    let before = rss(server.pid());
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    slow.set_write_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    // Each PING asks for 7 reply bytes; 400 MB of replies are requested,
+    // none read. Writing stalls once the socket buffers are full.
+    let chunk = b"PING\r\n".repeat(100_000);
+    let mut sent = 0usize;
+    for _ in 0..1000 {
+        match slow.write_all(&chunk) {
+            Ok(()) => sent += chunk.len(),
+            Err(_) => break,
+        }
+    }
+    assert!(sent < 600_000_000, "the server read everything: {sent} bytes");
+    let mut other = server.raw();
+    assert_eq!(other.cmd(&["BF.ADD", "k", "x"]), b":1\r\n");
+    let after = rss(server.pid());
+    assert!(
+        after < before + 64 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+}

@@ -128,3 +128,17 @@ fn sigkill_with_fsync_always_loses_nothing_acknowledged() {
         drop(server);
     }
 }
+
+/// SIGKILL after acknowledged adds (no checkpoint, `--fsync always`): the
+/// log alone brings back the same filter, `BF.INFO` and `BF.CARD` included.
+#[test]
+fn sigkill_after_acknowledged_adds_keeps_info_and_card() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let server = Server::start(&dir, &["--fsync", "always", "--save-interval", "0"]);
+    let (info, card) = fill(&server, "k", 5_000);
+    let status = server.signal_and_wait(libc::SIGKILL);
+    assert!(!status.success());
+    let server = Server::start(&dir, &["--fsync", "always"]);
+    check(&server, "k", 5_000, &info, &card);
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Benchmarks `seen serve` with redis-benchmark, as issue #4 asks, and a plain
+# redis-server doing SADD of the same kind of items in the same run (the
+# memory a Bloom filter saves). RedisBloom itself cannot be loaded here (no
+# module binary is installed); its figures, measured on this machine with
+# RedisBloom 2.8.20 in Redis 7.0.15, are printed beside ours as the
+# reference the targets are defined against.
+#
+#   cargo build --release -p seen && scripts/bench_server.sh
+#
+# Takes about 3 minutes on 2 cores. Not part of the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SEEN=${SEEN:-target/release/seen}
+TMP=$(mktemp -d)
+PORT=${PORT:-16501}
+RPORT=${RPORT:-16502}
+N=${N:-3000000}
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+start_seen() {
+  "$SEEN" serve --dir "$TMP/seen" --port "$PORT" --log info 2>>"$TMP/seen.log" &
+  SEEN_PID=$!
+  for _ in $(seq 1 500); do
+    redis-cli -p "$PORT" PING >/dev/null 2>&1 && return 0
+    sleep 0.01
+  done
+  echo "seen did not start"; cat "$TMP/seen.log"; exit 1
+}
+
+rps() { # redis-benchmark's final requests-per-second figure
+  redis-benchmark -p "$1" -c 50 -P "$2" -n "$3" -r 100000000 -q "${@:4}" \
+    | tr '\r' '\n' | grep 'requests per second' | tail -1 \
+    | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/'
+}
+
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+echo "seen: $("$SEEN" --version); redis: $(redis-server --version | cut -d' ' -f3)"
+echo
+
+start_seen
+redis-cli -p "$PORT" BF.RESERVE bf 0.001 100000000 NONSCALING >/dev/null
+R=__rand_int__
+declare -A OURS
+printf '%-34s %14s %14s %8s\n' "test" "seen" "RedisBloom*" "ratio"
+row() { # name ours reference
+  if [ -n "$3" ]; then
+    printf '%-34s %14.0f %14.0f %7.2fx\n' "$1" "$2" "$3" "$(echo "$2 / $3" | bc -l)"
+  else
+    printf '%-34s %14.0f %14s %8s\n' "$1" "$2" "-" "-"
+  fi
+}
+for P in 1 16 64; do
+  n=$N; [ "$P" = 1 ] && n=$((N / 10))
+  OURS[add$P]=$(rps "$PORT" "$P" "$n" BF.ADD bf $R)
+  OURS[exists$P]=$(rps "$PORT" "$P" "$n" BF.EXISTS bf $R)
+done
+for P in 16 64; do
+  r=$(rps "$PORT" "$P" $((N / 10)) BF.MADD bf $R $R $R $R $R $R $R $R $R $R)
+  OURS[madd$P]=$(echo "$r * 10" | bc -l)
+  r=$(rps "$PORT" "$P" $((N / 10)) BF.MEXISTS bf $R $R $R $R $R $R $R $R $R $R)
+  OURS[mexists$P]=$(echo "$r * 10" | bc -l)
+done
+row "BF.ADD P=1 (ops/s)" "${OURS[add1]}" ""
+row "BF.ADD P=16 (ops/s)" "${OURS[add16]}" ""
+row "BF.ADD P=64 (ops/s)" "${OURS[add64]}" 970000
+row "BF.EXISTS P=1 (ops/s)" "${OURS[exists1]}" ""
+row "BF.EXISTS P=16 (ops/s)" "${OURS[exists16]}" ""
+row "BF.EXISTS P=64 (ops/s)" "${OURS[exists64]}" 1000000
+row "BF.MADD x10 P=16 (items/s)" "${OURS[madd16]}" 1600000
+row "BF.MADD x10 P=64 (items/s)" "${OURS[madd64]}" 2000000
+row "BF.MEXISTS x10 P=16 (items/s)" "${OURS[mexists16]}" ""
+row "BF.MEXISTS x10 P=64 (items/s)" "${OURS[mexists64]}" ""
+
+# Fill to 10M items, then memory.
+while [ "$(redis-cli -p "$PORT" BF.CARD bf)" -lt 10000000 ]; do
+  redis-benchmark -p "$PORT" -c 50 -P 64 -n 200000 -r 100000000 -q \
+    BF.MADD bf $R $R $R $R $R $R $R $R $R $R >/dev/null
+done
+ITEMS=$(redis-cli -p "$PORT" BF.CARD bf)
+redis-cli -p "$PORT" SAVE >/dev/null
+SEEN_RSS=$(rss_kib "$SEEN_PID")
+echo
+echo "items in bf: $ITEMS"
+printf '%-34s %11.1f MiB  (RedisBloom*: 180 MiB)\n' "seen RSS after SAVE" "$(echo "$SEEN_RSS / 1024" | bc -l)"
+
+# Restart time: SIGTERM (checkpoint), then start and time until PING answers.
+kill -TERM "$SEEN_PID"; wait "$SEEN_PID" || true
+t0=$(date +%s.%N)
+start_seen
+t1=$(date +%s.%N)
+redis-cli -p "$PORT" BF.CARD bf | grep -qx "$ITEMS" || { echo "BF.CARD changed after restart"; exit 1; }
+printf '%-34s %11.3f s    (RedisBloom*: 1 s)\n' "restart to first PING" "$(echo "$t1 - $t0" | bc -l)"
+grep -o 'data directory open.*' "$TMP/seen.log" | tail -1 | sed 's/^/  log: /'
+kill -TERM "$SEEN_PID"; wait "$SEEN_PID" || true
+
+# Plain Redis: a set of the same number of random members.
+redis-server --port "$RPORT" --save '' --appendonly no --dir "$TMP" >/dev/null &
+RPID=$!
+sleep 0.5
+while [ "$(redis-cli -p "$RPORT" SCARD s)" -lt "$ITEMS" ]; do
+  redis-benchmark -p "$RPORT" -c 50 -P 64 -n 1000000 -r 100000000 -q SADD s $R >/dev/null
+done
+RRSS=$(rss_kib "$RPID")
+printf '%-34s %11.1f MiB  for %s members (%.1fx seen)\n' "redis-server SADD RSS" \
+  "$(echo "$RRSS / 1024" | bc -l)" "$(redis-cli -p "$RPORT" SCARD s)" "$(echo "$RRSS / $SEEN_RSS" | bc -l)"
+kill "$RPID"
+echo
+echo "* RedisBloom 2.8.20 in Redis 7.0.15, same machine, reference figures from issue #4."
