@@ -1,0 +1,166 @@
+//! # seen-redis
+//!
+//! One Bloom filter shared by a fleet of workers, kept in plain Redis
+//! strings: every worker on every machine sees the same filter, and Redis's
+//! own persistence and replication keep it. It needs no Redis module, so it
+//! runs on any Redis 6.2+ or Valkey, standalone or Cluster, managed
+//! services included. It is seen-core's blocked filter
+//! ([`seen_core::BloomFilter`]) with its bits in Redis, and the backend of
+//! the CLI's `seen dedup --redis URL --name NAME`.
+//!
+//! ```no_run
+//! use seen_redis::{FilterParams, RedisFilter, Target};
+//!
+//! let target: Target = "redis+cluster://10.0.0.1:7000,10.0.0.2:7000".parse()?;
+//! let mut urls = RedisFilter::open_or_create(&target, "crawler:urls",
+//!     &FilterParams::new(1_000_000_000, 0.001))?;
+//! let batch = ["https://example.com/", "https://example.com/about"];
+//! for (url, new) in batch.iter().zip(urls.add_many(&batch)?) {
+//!     if new {
+//!         // first time any worker sees it: fetch it
+//!     }
+//! }
+//! assert!(urls.contains_many(&batch)?.iter().all(|&present| present));
+//! # Ok::<(), seen_redis::Error>(())
+//! ```
+//!
+//! # Layout
+//!
+//! A filter is seen-core's blocked layout (`docs/FORMAT.md` 2.1) of
+//! `B = S * P` blocks of 512 bits, cut into `S` **shards** of `P`
+//! consecutive blocks. An item's 128-bit hash (xxh3-128 with the filter's
+//! seed, [`seen_core::DEFAULT_SEED`] unless chosen) picks the global block
+//! `g = (lo * B) >> 64`, which is block `g % P` of shard `g / P`; its `k`
+//! bits are the blocked layout's positions inside that block. So every
+//! operation on an item touches one 64-byte stretch of one key, and the
+//! bits are exactly those of an in-memory [`seen_core::BloomFilter`] of `B`
+//! blocks: the tests check both the answers and the bytes.
+//!
+//! Keys (`NAME` is the filter name: any 1 to 256 bytes without `{` or `}`):
+//!
+//! | key | holds |
+//! |---|---|
+//! | `seen:{NAME}:meta` | the metadata, 68 bytes (layout in [`Metadata`]) |
+//! | `seen:{NAME:i}:bits` | shard `i` (decimal, from 0): `P * 64` bytes |
+//!
+//! Each shard has its own Cluster hash tag, so a Cluster spreads the shards
+//! over its nodes. Shard bytes use seen's bit order (bit `x` is byte `x / 8`,
+//! mask `1 << (x % 8)`), so shard `i` is byte for byte the slice
+//! `[i * P * 64, (i + 1) * P * 64)` of the array in seen's filter format;
+//! a Redis bit offset is therefore `(x & !7) | (7 - (x & 7))`.
+//!
+//! # Shard sizing
+//!
+//! Sizing is seen-core's for the blocked layout
+//! ([`seen_core::sizing::blocked_size`]), so the rate asked for is the rate
+//! delivered at capacity. Shards hold at most
+//! [`DEFAULT_MAX_SHARD_BYTES`] (`8 MiB - 16`) unless
+//! [`FilterParams::max_shard_bytes`] says otherwise: `S = ceil(B / Pmax)`,
+//! `P = ceil(B / S)`, then `P` is rounded up to fill the jemalloc size class
+//! the shard's allocation falls in anyway (the shard plus Redis's string
+//! header stays at least 16 bytes under a class: the "2^n - 16" rule), which
+//! only lowers the rate. Every shard is created at full length when the
+//! filter is opened (a 0 written to bit 511 of its last block, a bit no item
+//! uses), so Redis allocates each shard once and never grows one (a
+//! reallocation and copy) under a worker's write; an 8 MiB allocation or a
+//! Cluster migration of one shard takes Redis milliseconds. The total has no
+//! 512 MB limit: a terabit filter is 16,000 shards.
+//!
+//! # Exactly one "new"
+//!
+//! [`RedisFilter::add_many`] sends, per shard, one
+//! `BITFIELD key SET u1 off 1 SET u1 off 1 ...` holding all the bits of
+//! several items (each item's bits in one command, in input order), and the
+//! commands for all shards in one pipeline (the Cluster client sends each
+//! node its part before reading any reply). `BITFIELD` returns each bit's old
+//! value, and an item is new if any of its bits was 0. Redis runs one command
+//! at a time, so when two workers add the same new item, one command runs
+//! first and finds a 0, and the other finds all of the item's bits set:
+//! exactly one worker is told "new". Lookups use `BITFIELD_RO ... GET u1`.
+//!
+//! # Faults
+//!
+//! Lost connections, refused connections, restarts (`LOADING`) and Cluster
+//! changes (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`,
+//! `READONLY`) are retried with doubling backoff within a [`RetryPolicy`]
+//! (default: 30 s), on a fresh connection (for a Cluster, a fresh slot map).
+//! Retries are decided by error kind, and made here rather than by the
+//! `redis` crate's Cluster client, which would re-send a `BITFIELD` whose
+//! connection broke after sending and so report a new item as present.
+//!
+//! An add whose outcome is unknown is **retried and reported as new**: if
+//! an attempt failed after it was sent and a later attempt succeeds, every
+//! item of that batch is reported new (each distinct item once), since the
+//! lost attempt may have been the one that set its bits. Under faults an
+//! item can therefore be reported new twice (a crawler fetches a page
+//! twice); it is never reported present when no add ever said "new" for it.
+//! A pipeline that meets `MOVED` or `ASK` for one shard during a Cluster
+//! resharding counts as unknown too: the other shards' commands ran, but
+//! the `redis` crate returns the error without their replies.
+//! When the retries run out the call returns [`ErrorKind::Unavailable`] and
+//! its items may or may not be in the filter; adding them again is safe.
+//!
+//! What Redis acknowledged is as durable as Redis makes it: with
+//! `appendonly yes` and `appendfsync always`, an add that returned survives
+//! a `kill -9` of Redis (the tests do exactly that). Any other setting loses
+//! what Redis itself loses, and a lost bit is a false negative.
+//!
+//! # Metadata and versions
+//!
+//! The metadata key is written once, with `SET ... NX`, by whichever client
+//! creates the filter, and read by every client that opens it: magic,
+//! version, layout and hash ids, `k`, seed, capacity, error rate, `P`, `S`,
+//! creation time and a CRC. A client asking for other parameters gets
+//! [`ErrorKind::Mismatch`]; a newer version, [`ErrorKind::UnsupportedVersion`];
+//! a damaged value, [`ErrorKind::CorruptMetadata`]. Never silently other bit
+//! positions, which would make every lookup a false negative. Each handle
+//! re-reads the metadata at most once a second before an operation, so it
+//! notices a deletion ([`ErrorKind::NotFound`]), an expiry
+//! ([`ErrorKind::Expired`]) or a re-creation with another layout
+//! ([`ErrorKind::Changed`]).
+//!
+//! # Expiry
+//!
+//! An optional TTL ([`FilterParams::ttl`] at creation,
+//! [`RedisFilter::set_ttl`] later) covers the whole filter: it is set on
+//! every shard and then on the metadata key in one pipeline. A handle
+//! computes from the metadata's `PTTL` a local deadline at or before the
+//! metadata's expiry, refuses every operation after it
+//! ([`ErrorKind::Expired`]), and sends each write to a shard of such a
+//! filter with `PEXPIRE` of the time left (rounded down). So a shard that a
+//! late write re-creates still expires with the rest; TTLs being relative,
+//! a shard can outlive the metadata by the time its `PEXPIRE` took to reach
+//! Redis (milliseconds), never longer. After expiry,
+//! [`RedisFilter::open_or_create`] starts a new, empty filter, re-applying
+//! its TTL to (or, without one, removing any TTL from) every shard: a
+//! crawler that forgets everything every N days.
+//!
+//! Run Redis with a `maxmemory-policy` that never evicts a filter's keys
+//! (`noeviction`, or a `volatile-*` policy for filters without a TTL): an
+//! evicted shard is lost bits. [`RedisFilter::info`] counts such damaged
+//! shards.
+
+#![warn(missing_docs)]
+
+mod error;
+mod filter;
+mod layout;
+mod link;
+mod meta;
+mod reply;
+mod target;
+
+pub use error::{Error, ErrorKind, Result};
+pub use filter::{FilterParams, RedisFilter, RedisFilterInfo};
+pub use layout::{
+    meta_key, redis_offset, shard_key, Plan, BLOCK_BYTES, DEFAULT_MAX_SHARD_BYTES, MAX_NAME_LEN,
+    MAX_SHARDS, MAX_SHARD_BYTES,
+};
+pub use link::RetryPolicy;
+pub use meta::{Metadata, META_LEN, META_MAGIC, META_VERSION};
+pub use target::Target;
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,207 @@
+//! Faults: Redis killed with SIGKILL and restarted under a writer; a
+//! connection cut after a request was sent but before its reply.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use seen_redis::{ErrorKind, FilterParams, RedisFilter, RetryPolicy};
+
+use crate::server::RedisServer;
+use crate::{reference, target};
+
+#[test]
+fn acknowledged_adds_survive_kill_9_and_the_writer_continues() {
+    let mut server = RedisServer::start_with(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        false,
+    );
+    let t = target(&server.url());
+    let params = FilterParams::new(1_000_000, 1e-6).max_shard_bytes(1 << 20);
+    let f = RedisFilter::open_or_create(&t, "crash", &params).unwrap();
+    let mem = reference(f.metadata());
+    drop(f);
+
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let batches = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (t, params) = (t.clone(), params.clone());
+        let (acked, batches, stop) = (acked.clone(), batches.clone(), stop.clone());
+        thread::spawn(move || -> Result<usize, String> {
+            let mut f = RedisFilter::open_or_create(&t, "crash", &params).unwrap();
+            let mut said_present = 0;
+            let mut b = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let items: Vec<String> = (0..200).map(|j| format!("item-{b}-{j}")).collect();
+                let answers = f.add_many(&items).map_err(|e| format!("batch {b}: {e}"))?;
+                // Every item is distinct: an item reported present that was
+                // not a false positive in memory is the bug this guards.
+                for (item, new) in items.iter().zip(&answers) {
+                    let expected_new = mem.add(item);
+                    if expected_new && !new {
+                        said_present += 1;
+                    }
+                }
+                acked.lock().unwrap().extend(items);
+                batches.fetch_add(1, Ordering::Relaxed);
+                b += 1;
+            }
+            Ok(said_present)
+        })
+    };
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while batches.load(Ordering::Relaxed) < n {
+            assert!(Instant::now() < deadline, "writer stalled at {n} batches");
+            thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_for(30);
+    server.kill9();
+    let at_kill = batches.load(Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(300));
+    server.restart();
+    wait_for(at_kill + 30);
+    stop.store(true, Ordering::Relaxed);
+    let said_present = writer.join().unwrap().expect("the writer continued");
+    assert_eq!(said_present, 0, "new items reported as already present");
+
+    let acked = acked.lock().unwrap();
+    let mut f = RedisFilter::open(&t, "crash").unwrap();
+    let present = f.contains_many(&acked).unwrap();
+    let missing = present.iter().filter(|&&p| !p).count();
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged adds lost",
+        acked.len()
+    );
+}
+
+/// A TCP proxy in front of Redis that can cut a connection after passing a
+/// request on, before the reply comes back: the one fault whose outcome
+/// the client cannot know.
+struct CuttingProxy {
+    port: u16,
+    cut_next: Arc<AtomicBool>,
+    cuts: Arc<AtomicUsize>,
+}
+
+impl CuttingProxy {
+    fn start(upstream: u16) -> CuttingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut_next = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let (cut, count) = (cut_next.clone(), cuts.clone());
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    return;
+                };
+                let hold = Arc::new(AtomicBool::new(false));
+                // Replies: dropped once a cut is under way.
+                {
+                    let (mut from, mut to) =
+                        (server.try_clone().unwrap(), client.try_clone().unwrap());
+                    let hold = hold.clone();
+                    thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            if hold.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                let (cut, count) = (cut.clone(), count.clone());
+                thread::spawn(move || {
+                    let (mut from, mut to) = (client, server);
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = from.read(&mut buf) {
+                        let cutting = cut.swap(false, Ordering::SeqCst);
+                        if cutting {
+                            hold.store(true, Ordering::SeqCst);
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        if cutting {
+                            // Let Redis run the request, then drop both sides.
+                            thread::sleep(Duration::from_millis(100));
+                            count.fetch_add(1, Ordering::SeqCst);
+                            let _ = from.shutdown(Shutdown::Both);
+                            let _ = to.shutdown(Shutdown::Both);
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        CuttingProxy {
+            port,
+            cut_next,
+            cuts,
+        }
+    }
+}
+
+#[test]
+fn an_add_with_unknown_outcome_is_never_reported_present() {
+    let server = RedisServer::start();
+    let proxy = CuttingProxy::start(server.port);
+    let t = target(&format!("redis://127.0.0.1:{}", proxy.port));
+    let params = FilterParams::new(100_000, 1e-6).max_shard_bytes(8192);
+    let mut f = RedisFilter::open_or_create(&t, "cut", &params).unwrap();
+    let mut direct = RedisFilter::open(&target(&server.url()), "cut").unwrap();
+
+    let items: Vec<String> = (0..300).map(|i| format!("u{i}")).collect();
+    assert!(f.add_many(&items[..100]).unwrap().iter().all(|&n| n));
+
+    // The request reaches Redis and runs; the reply is lost; the retry finds
+    // the bits set. The batch must still say "new" (duplicates in the batch
+    // once, as in memory).
+    proxy.cut_next.store(true, Ordering::SeqCst);
+    let mut batch: Vec<&str> = items[100..200].iter().map(String::as_str).collect();
+    batch.push("u150");
+    let got = f.add_many(&batch).unwrap();
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy cut once");
+    assert!(
+        got[..100].iter().all(|&n| n),
+        "an item reported present after an unknown outcome"
+    );
+    assert!(!got[100], "a repeat within the batch is new only once");
+    assert!(direct
+        .contains_many(&items[100..200])
+        .unwrap()
+        .iter()
+        .all(|&p| p));
+    // Without a fault, present items are present again.
+    assert!(f.add_many(&items[100..200]).unwrap().iter().all(|&n| !n));
+
+    // With no retries the same fault is an error, never an answer.
+    let mut once = RedisFilter::open_with(&t, "cut", RetryPolicy::no_retry()).unwrap();
+    proxy.cut_next.store(true, Ordering::SeqCst);
+    let e = once.add_many(&items[200..]).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Unavailable { attempts: 1, .. }),
+        "{e}"
+    );
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 2);
+    // Lookups are retried like everything else and simply answer.
+    proxy.cut_next.store(true, Ordering::SeqCst);
+    assert!(f.contains_many(&items[..100]).unwrap().iter().all(|&p| p));
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 3);
+}
