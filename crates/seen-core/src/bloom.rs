@@ -471,8 +471,10 @@ impl BloomFilter {
         *self.items.get_mut() = items;
     }
 
-    /// [`add_hash`](Self::add_hash) with exclusive access: plain stores.
-    pub(crate) fn add_hash_mut(&mut self, h: ItemHash) -> bool {
+    /// [`add_hash`](Self::add_hash) with exclusive access: plain stores,
+    /// no atomic read-modify-writes (a single-threaded batch, after
+    /// [`prefetch`](Self::prefetch)ing the hashes ahead).
+    pub fn add_hash_mut(&mut self, h: ItemHash) -> bool {
         let new = self.raw.add_mut(h);
         if new {
             *self.items.get_mut() += 1;

@@ -57,3 +57,32 @@ pub use error::{Error, ErrorKind, Result};
 pub use record::FilterSpec;
 pub use store::{AddOutcome, Pending, Store, StoreOptions};
 pub use wal::FsyncPolicy;
+
+/// A snapshot file of a data directory, read on its own (for `seen
+/// inspect`).
+#[derive(Debug)]
+pub struct SnapshotFile {
+    /// The filter's name.
+    pub name: Vec<u8>,
+    /// Every log record of this filter up to this lsn is in the snapshot.
+    pub lsn: u64,
+    /// When the filter expires (Unix milliseconds), if it does.
+    pub expire_at_ms: Option<i64>,
+    /// The filter.
+    pub filter: seen_core::AnyFilter,
+}
+
+/// Reads one snapshot file (`<data dir>/snapshots/<id>.snap`), checking
+/// its checksums.
+pub fn read_snapshot(
+    path: &std::path::Path,
+    opts: &seen_core::DecodeOptions,
+) -> Result<SnapshotFile> {
+    let l = snapshot::read(&fs::RealFs, path, opts)?;
+    Ok(SnapshotFile {
+        name: l.name,
+        lsn: l.lsn,
+        expire_at_ms: (l.expire_at_ms != 0).then_some(l.expire_at_ms),
+        filter: l.filter,
+    })
+}
