@@ -1,0 +1,296 @@
+//! `seen inspect`: what a state file, a snapshot or a Redis filter holds.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use seen_core::{AnyFilter, DecodeOptions, FilterStats};
+use seen_redis::{RedisFilter, Target};
+use serde_json::{json, Map, Value};
+
+use crate::units::human_bytes;
+
+/// Show a filter's layout, parameters, size, fill, estimated items and
+/// error rate now: a state file of `seen dedup --state`, a snapshot of a
+/// `seen serve` data directory, or a filter in Redis.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  seen inspect urls.seen
+  seen inspect ./seen-data/snapshots/00000000000000000001.snap --json
+  seen inspect --redis redis://127.0.0.1:6379 --name crawl-urls
+  seen inspect --check urls.seen || echo 'time for a bigger filter'
+
+Exit status: 0, or with --check 1 when the filter is past its capacity (its
+error rate now is above the one it was sized for) or, in Redis, has damaged
+shards; 2 on any error.")]
+pub(crate) struct InspectArgs {
+    /// A state file (`seen dedup --state`) or a snapshot file
+    /// (`<data dir>/snapshots/*.snap`).
+    #[arg(
+        value_name = "PATH",
+        required_unless_present = "redis",
+        conflicts_with = "redis"
+    )]
+    path: Option<PathBuf>,
+
+    /// Inspect a filter kept in Redis (`redis://host:6379`,
+    /// `redis+cluster://host:7000,host:7001`).
+    #[arg(long, value_name = "URL", requires = "name")]
+    redis: Option<String>,
+
+    /// Name of the filter in Redis (with --redis).
+    #[arg(long, value_name = "NAME", requires = "redis")]
+    name: Option<String>,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Exit with 1 when the filter is past its capacity.
+    #[arg(long)]
+    check: bool,
+}
+
+pub(crate) fn run(args: InspectArgs) -> Result<ExitCode> {
+    let report = match (&args.path, &args.redis, &args.name) {
+        (Some(path), _, _) => inspect_file(path)?,
+        (None, Some(url), Some(name)) => inspect_redis(url, name)?,
+        _ => bail!("give a PATH, or --redis URL --name NAME"),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Value::Object(report.clone()))?
+        );
+    } else {
+        print_text(&report);
+    }
+    let failing = report["over_capacity"].as_bool().unwrap_or(false)
+        || report
+            .get("damaged_shards")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            > 0;
+    Ok(if args.check && failing {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
+    let mut f = File::open(path).map_err(|e| anyhow!("cannot open '{}': {e}", path.display()))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| anyhow!("cannot read '{}': {e}", path.display()))?;
+    if meta.is_dir() {
+        bail!(
+            "'{}' is a directory; give one file, such as a snapshot in '{}/snapshots/'",
+            path.display(),
+            path.display()
+        );
+    }
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < 8 {
+        match f.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => bail!("cannot read '{}': {e}", path.display()),
+        }
+    }
+    drop(f);
+    let opts = DecodeOptions {
+        max_bytes: u64::MAX,
+    };
+    let mut report = Map::new();
+    report.insert("file".into(), json!(path.display().to_string()));
+    report.insert("file_bytes".into(), json!(meta.len()));
+    match &magic[..got] {
+        b"SEENFLTR" => {
+            let f =
+                File::open(path).map_err(|e| anyhow!("cannot open '{}': {e}", path.display()))?;
+            let filter = seen_core::decode(io::BufReader::with_capacity(1 << 20, f), &opts)
+                .map_err(|e| anyhow!("'{}' is damaged or not a filter: {e}", path.display()))?;
+            report.insert("source".into(), json!("filter file"));
+            describe(&filter, &mut report);
+        }
+        b"SEENSNAP" => {
+            let snap = seen_store::read_snapshot(path, &opts)
+                .map_err(|e| anyhow!("'{}' is a damaged snapshot: {e}", path.display()))?;
+            report.insert("source".into(), json!("seen serve snapshot"));
+            report.insert("name".into(), json!(String::from_utf8_lossy(&snap.name)));
+            report.insert("lsn".into(), json!(snap.lsn));
+            report.insert("expire_at_unix_ms".into(), json!(snap.expire_at_ms));
+            describe(&snap.filter, &mut report);
+        }
+        other => bail!(
+            "'{}' is not a seen filter or snapshot (it starts with {:?}, not SEENFLTR or SEENSNAP)",
+            path.display(),
+            String::from_utf8_lossy(other)
+        ),
+    }
+    Ok(report)
+}
+
+fn lower_debug(x: impl std::fmt::Debug) -> String {
+    format!("{x:?}").to_lowercase()
+}
+
+fn stats_into(s: &FilterStats, r: &mut Map<String, Value>) {
+    r.insert("capacity".into(), json!(s.capacity));
+    r.insert("error_rate".into(), json!(s.error_rate));
+    r.insert("items".into(), json!(s.items));
+    r.insert("bits".into(), json!(s.bits));
+    r.insert("bits_set".into(), json!(s.bits_set));
+    r.insert("memory_bytes".into(), json!(s.memory_bytes));
+    r.insert("fill_ratio".into(), json!(s.fill_ratio));
+    r.insert("estimated_items".into(), json!(finite(s.estimated_items)));
+    r.insert("current_fpp".into(), json!(s.current_fpp));
+    r.insert(
+        "over_capacity".into(),
+        json!(s.current_fpp > s.error_rate * 1.0001),
+    );
+}
+
+/// JSON has no infinity: a saturated filter's estimate is null.
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+fn describe(filter: &AnyFilter, r: &mut Map<String, Value>) {
+    r.insert("kind".into(), json!(lower_debug(filter.kind())));
+    match filter {
+        AnyFilter::Bloom(f) => {
+            r.insert("layout".into(), json!(lower_debug(f.layout())));
+            r.insert("hash".into(), json!(lower_debug(f.hash_algorithm())));
+            r.insert("seed".into(), json!(f.seed()));
+            r.insert("hashes".into(), json!(f.hashes()));
+            stats_into(&f.stats(), r);
+        }
+        AnyFilter::Scalable(f) => {
+            r.insert("layout".into(), json!(lower_debug(f.layout())));
+            r.insert("hash".into(), json!(lower_debug(f.hash_algorithm())));
+            r.insert("seed".into(), json!(f.seed()));
+            r.insert("expansion".into(), json!(f.expansion()));
+            r.insert("nonscaling".into(), json!(f.is_nonscaling()));
+            r.insert("full".into(), json!(f.is_full()));
+            let links: Vec<Value> = f
+                .link_info()
+                .iter()
+                .map(|l| json!({"capacity": l.capacity, "error_rate": l.error_rate, "items": l.items, "bytes": l.bytes, "hashes": l.hashes}))
+                .collect();
+            r.insert("links".into(), Value::Array(links));
+            stats_into(&f.stats(), r);
+            // A scalable filter grows instead of passing its capacity;
+            // only a non-scaling one that is full is "over".
+            r.insert(
+                "over_capacity".into(),
+                json!(f.is_nonscaling() && f.is_full()),
+            );
+        }
+        AnyFilter::Counting(f) => {
+            let counters = f.blocks() * 128;
+            let fill = f.fill_ratio();
+            let nonzero = (fill * counters as f64).round() as u64;
+            let est = seen_core::sizing::estimate_items(counters, f.hashes(), nonzero);
+            let fpp = seen_core::sizing::counting_fpp(
+                f.blocks(),
+                f.hashes(),
+                est.round().max(0.0) as u64,
+            );
+            r.insert("layout".into(), json!("counting (4-bit counters)"));
+            r.insert("hashes".into(), json!(f.hashes()));
+            r.insert("seed".into(), json!(f.seed()));
+            r.insert("capacity".into(), json!(f.capacity()));
+            r.insert("error_rate".into(), json!(f.error_rate()));
+            r.insert("items".into(), json!(f.len()));
+            r.insert("counters".into(), json!(counters));
+            r.insert("memory_bytes".into(), json!(f.memory_bytes()));
+            r.insert("fill_ratio".into(), json!(fill));
+            r.insert("estimated_items".into(), json!(finite(est)));
+            r.insert("current_fpp".into(), json!(fpp));
+            r.insert("over_capacity".into(), json!(fpp > f.error_rate() * 1.0001));
+        }
+        _ => {}
+    }
+}
+
+fn inspect_redis(url: &str, name: &str) -> Result<Map<String, Value>> {
+    let target = Target::parse(url).map_err(|e| anyhow!("--redis: {e}"))?;
+    let mut f = RedisFilter::open(&target, name).map_err(|e| anyhow!("redis: {e}"))?;
+    let info = f.info().map_err(|e| anyhow!("redis: {e}"))?;
+    let m = info.metadata;
+    let mut r = Map::new();
+    r.insert("source".into(), json!("redis"));
+    r.insert("name".into(), json!(info.name));
+    r.insert("kind".into(), json!("bloom"));
+    r.insert("layout".into(), json!("blocked"));
+    r.insert("hash".into(), json!("xxh3_128"));
+    r.insert("seed".into(), json!(m.seed));
+    r.insert("hashes".into(), json!(m.plan.hashes));
+    r.insert("shards".into(), json!(m.plan.shards));
+    r.insert("shard_bytes".into(), json!(m.plan.shard_blocks * 64));
+    r.insert("created_unix_ms".into(), json!(m.created_unix_ms));
+    r.insert("capacity".into(), json!(m.capacity));
+    r.insert("error_rate".into(), json!(m.error_rate));
+    r.insert("bits".into(), json!(info.bits));
+    r.insert("bits_set".into(), json!(info.bits_set));
+    r.insert("memory_bytes".into(), json!(info.bytes));
+    r.insert("fill_ratio".into(), json!(info.fill_ratio));
+    r.insert(
+        "estimated_items".into(),
+        json!(finite(info.estimated_items)),
+    );
+    r.insert("current_fpp".into(), json!(info.current_fpp));
+    r.insert(
+        "over_capacity".into(),
+        json!(info.current_fpp > m.error_rate * 1.0001),
+    );
+    r.insert("damaged_shards".into(), json!(info.damaged_shards));
+    r.insert("ttl_seconds".into(), json!(info.ttl.map(|d| d.as_secs())));
+    Ok(r)
+}
+
+fn print_text(r: &Map<String, Value>) {
+    for (k, v) in r {
+        if k == "links" {
+            continue;
+        }
+        let shown = match (k.as_str(), v) {
+            ("memory_bytes" | "file_bytes" | "shard_bytes", Value::Number(n)) => {
+                format!("{} ({})", n, human_bytes(n.as_u64().unwrap_or(0)))
+            }
+            ("fill_ratio", Value::Number(n)) => {
+                format!("{:.2}%", n.as_f64().unwrap_or(0.0) * 100.0)
+            }
+            ("estimated_items", Value::Number(n)) => format!("{:.0}", n.as_f64().unwrap_or(0.0)),
+            ("estimated_items", Value::Null) => "unknown (every bit is set)".into(),
+            ("current_fpp" | "error_rate", Value::Number(n)) => {
+                format!("{:.3e}", n.as_f64().unwrap_or(0.0))
+            }
+            (_, Value::String(s)) => s.clone(),
+            (_, Value::Null) => "none".into(),
+            (_, v) => v.to_string(),
+        };
+        println!("{:<18} {}", format!("{k}:"), shown);
+    }
+    if let Some(Value::Array(links)) = r.get("links") {
+        println!("links:");
+        for (i, l) in links.iter().enumerate() {
+            println!(
+                "  {i}: capacity {}, error rate {:.3e}, items {}, {}, {} hashes",
+                l["capacity"],
+                l["error_rate"].as_f64().unwrap_or(0.0),
+                l["items"],
+                human_bytes(l["bytes"].as_u64().unwrap_or(0)),
+                l["hashes"]
+            );
+        }
+    }
+}

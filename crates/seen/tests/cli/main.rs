@@ -1,0 +1,9 @@
+//! Integration tests of the `seen` command line (dedup, calc, inspect),
+//! running the real binary.
+
+mod calc;
+mod dedup;
+mod inspect;
+mod redis;
+mod support;
+mod usecases;
