@@ -170,7 +170,10 @@ fn a_slow_reader_does_not_grow_server_memory() {
             Err(_) => break,
         }
     }
-    assert!(sent < 600_000_000, "the server read everything: {sent} bytes");
+    assert!(
+        sent < 600_000_000,
+        "the server read everything: {sent} bytes"
+    );
     let mut other = server.raw();
     assert_eq!(other.cmd(&["BF.ADD", "k", "x"]), b":1\r\n");
     let after = rss(server.pid());
