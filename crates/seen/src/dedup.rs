@@ -458,7 +458,7 @@ impl<W: Write> RunCtx<'_, W> {
             } => {
                 // Ask Redis how full the shared filter is now and then.
                 if self.tally.lines >= self.warner.next_redis_check {
-                    self.warner.next_redis_check = self.tally.lines + 2_000_000;
+                    self.warner.next_redis_check = self.tally.lines + 10_000_000;
                     let info = filter.info().map_err(|e| anyhow!("redis: {e}"))?;
                     self.warner.redis_fpp = info.current_fpp;
                     self.warner.redis_items = info.estimated_items as u64;
