@@ -16,7 +16,7 @@ use crate::units::parse_bytes;
 /// Flags of `seen serve`. Every flag has a Redis-like default; the
 /// examples in `--help` are tested.
 #[derive(Args, Debug)]
-#[command(after_help = "EXAMPLES:
+#[command(after_help = "Examples:
   seen serve --dir ./seen-data
       Listen on 127.0.0.1:6379 with the data in ./seen-data, then:
       redis-cli BF.ADD urls https://example.com/

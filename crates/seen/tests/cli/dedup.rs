@@ -430,9 +430,7 @@ fn help_explains_every_flag_with_examples() {
         assert!(o.status.success());
         let h = String::from_utf8_lossy(&o.stdout);
         assert!(h.contains("Usage: seen"), "{cmd}: {h}");
-        if cmd != "serve" {
-            assert!(h.contains("Examples:"), "{cmd} --help lacks examples");
-        }
+        assert!(h.contains("Examples:"), "{cmd} --help lacks examples");
     }
     let o = seen().output().unwrap();
     assert_eq!(o.status.code(), Some(2), "no command is a usage error");
