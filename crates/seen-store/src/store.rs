@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use seen_core::{
@@ -78,14 +78,27 @@ fn any_memory_bytes(f: &AnyFilter) -> u64 {
 struct EntryState {
     filter: AnyFilter,
     expire_at_ms: i64,
-    dirty: bool,
+    /// Changed since the last snapshot. Set by adders that hold the state
+    /// only shared; cleared by a checkpoint, which holds it exclusively.
+    dirty: AtomicBool,
     snap_lsn: u64,
 }
 
 struct Entry {
     id: u64,
     name: Vec<u8>,
-    state: Mutex<EntryState>,
+    /// Adds to filters that take concurrent adds (fixed-size and scalable
+    /// Bloom filters) and lookups hold it shared; everything else
+    /// (checkpoints, removes, expiry, replay) holds it exclusively.
+    state: RwLock<EntryState>,
+}
+
+fn read_st(m: &RwLock<EntryState>) -> RwLockReadGuard<'_, EntryState> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write_st(m: &RwLock<EntryState>) -> RwLockWriteGuard<'_, EntryState> {
+    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -323,7 +336,7 @@ impl Store {
                             EntryState {
                                 filter: l.filter,
                                 expire_at_ms: l.expire_at_ms,
-                                dirty: false,
+                                dirty: AtomicBool::new(false),
                                 snap_lsn: l.lsn,
                             },
                         ),
@@ -356,7 +369,7 @@ impl Store {
             if let Some((id, hashes)) = pending.take() {
                 if let Some((_, st)) = by_id.get_mut(&id) {
                     apply_adds(&mut st.filter, &hashes);
-                    st.dirty = true;
+                    st.dirty.store(true, Ordering::Relaxed);
                 }
             }
         }
@@ -399,7 +412,7 @@ impl Store {
                             EntryState {
                                 filter,
                                 expire_at_ms: 0,
-                                dirty: true,
+                                dirty: AtomicBool::new(true),
                                 snap_lsn: 0,
                             },
                         ),
@@ -408,13 +421,13 @@ impl Store {
                 Record::Add { id, hashes } => {
                     if let Some((_, st)) = by_id.get_mut(&id) {
                         apply_adds(&mut st.filter, &hashes);
-                        st.dirty = true;
+                        st.dirty.store(true, Ordering::Relaxed);
                     }
                 }
                 Record::Remove { id, hashes } => {
                     if let Some((_, st)) = by_id.get_mut(&id) {
                         let _ = apply_removes(&mut st.filter, &hashes);
-                        st.dirty = true;
+                        st.dirty.store(true, Ordering::Relaxed);
                     }
                 }
                 Record::Delete { id } => {
@@ -424,7 +437,7 @@ impl Store {
                 Record::Expire { id, at_ms } => {
                     if let Some((_, st)) = by_id.get_mut(&id) {
                         st.expire_at_ms = at_ms;
-                        st.dirty = true;
+                        st.dirty.store(true, Ordering::Relaxed);
                     }
                 }
                 Record::LoadHeader { id, name, header } => {
@@ -440,7 +453,7 @@ impl Store {
                             EntryState {
                                 filter: AnyFilter::Scalable(filter),
                                 expire_at_ms: 0,
-                                dirty: true,
+                                dirty: AtomicBool::new(true),
                                 snap_lsn: 0,
                             },
                         ),
@@ -450,7 +463,7 @@ impl Store {
                     if let Some((_, st)) = by_id.get_mut(&id) {
                         if let AnyFilter::Scalable(f) = &mut st.filter {
                             f.redis_load_chunk(iter, &data)?;
-                            st.dirty = true;
+                            st.dirty.store(true, Ordering::Relaxed);
                         }
                     }
                 }
@@ -480,7 +493,7 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name,
-                    state: Mutex::new(state),
+                    state: RwLock::new(state),
                 }),
             );
         }
@@ -537,7 +550,7 @@ impl Store {
                 .write()
                 .unwrap_or_else(|e| e.into_inner());
             if let Some(e) = map.get(name) {
-                if !lock(&e.state).expired_now() {
+                if !read_st(&e.state).expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
                 let old_id = e.id;
@@ -557,10 +570,10 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name: name.to_vec(),
-                    state: Mutex::new(EntryState {
+                    state: RwLock::new(EntryState {
                         filter,
                         expire_at_ms: 0,
-                        dirty: true,
+                        dirty: AtomicBool::new(true),
                         snap_lsn: 0,
                     }),
                 }),
@@ -575,7 +588,7 @@ impl Store {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
-        if lock(&e.state).expired_now() {
+        if read_st(&e.state).expired_now() {
             self.delete(name)?;
             return Ok(None);
         }
@@ -626,8 +639,25 @@ impl Store {
                 None => return Err(ErrorKind::NotFound.into()),
             },
         };
+        // Fixed-size and scalable Bloom filters take concurrent adds (the
+        // core makes the "new" answer exact): hold the state shared, so
+        // that writers on several cores fill one filter at once.
+        let shared = matches!(
+            read_st(&entry.state).filter,
+            AnyFilter::Bloom(_) | AnyFilter::Scalable(_)
+        );
+        if shared {
+            let st = read_st(&entry.state);
+            if st.expired_now() {
+                drop(st);
+                self.delete(name)?;
+                return self.add_pending(name, items, create, create_limit);
+            }
+            let (outcome, lsn) = self.add_shared(&entry, &st, items)?;
+            return Ok((outcome, Pending(lsn)));
+        }
         let (outcome, lsn) = {
-            let mut st = lock(&entry.state);
+            let mut st = write_st(&entry.state);
             if st.expired_now() {
                 drop(st);
                 self.delete(name)?;
@@ -637,10 +667,13 @@ impl Store {
             // In chunks small enough that the cache lines the check loads
             // are still there when the chunk is applied: check (prefetched
             // a few items ahead, so that misses overlap), log what can
-            // change the filter (items already present change nothing, now
-            // or on replay), then apply.
+            // change the filter, then apply. In a counting filter every add
+            // changes counters (an item added twice survives one remove),
+            // so every add is logged; in the others an item already present
+            // changes nothing, now or on replay.
             const AHEAD: usize = 4;
             const CHUNK: usize = 32;
+            let counting = matches!(st.filter, AnyFilter::Counting(_));
             for &h in hashes.iter().take(AHEAD) {
                 prefetch(&st.filter, h);
             }
@@ -657,13 +690,13 @@ impl Store {
                         if let Some(&ahead) = hashes.get(base + i + AHEAD) {
                             prefetch(&st.filter, ahead);
                         }
-                        !contains(&st.filter, h)
+                        counting || !contains(&st.filter, h)
                     })
                     .map(|(_, &h)| h)
                     .collect();
                 if !to_log.is_empty() {
                     self.inner.wal.append_hashes(2, entry.id, &to_log)?;
-                    st.dirty = true;
+                    st.dirty.store(true, Ordering::Relaxed);
                 }
                 let part = apply_adds(&mut st.filter, chunk);
                 outcome.new.extend(part.new);
@@ -677,6 +710,68 @@ impl Store {
             (outcome, self.inner.wal.last_lsn())
         };
         Ok((outcome, Pending(lsn)))
+    }
+
+    /// Adds to a filter that takes concurrent adds, with its state held
+    /// shared. Per chunk: check (prefetched ahead), log the items not yet
+    /// present, then set their bits. A record always precedes its bits, so
+    /// whoever finds an item present (here or in a lookup) reads a
+    /// `last_lsn` that covers the record that made it so (the fences pair
+    /// the bit writes with those reads), and waits for it before answering.
+    /// A checkpoint takes the state exclusively, so no add is between its
+    /// record and its bits while a snapshot is taken.
+    fn add_shared(
+        &self,
+        entry: &Entry,
+        st: &EntryState,
+        items: &[&[u8]],
+    ) -> Result<(AddOutcome, u64)> {
+        const AHEAD: usize = 4;
+        const CHUNK: usize = 32;
+        let f = &st.filter;
+        let hashes: Vec<ItemHash> = items.iter().map(|i| hash(f, i)).collect();
+        for &h in hashes.iter().take(AHEAD) {
+            prefetch(f, h);
+        }
+        let mut outcome = AddOutcome {
+            new: Vec::with_capacity(hashes.len()),
+            stopped: None,
+        };
+        let mut to_log = Vec::with_capacity(CHUNK);
+        for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
+            let base = c * CHUNK;
+            to_log.clear();
+            for (i, &h) in chunk.iter().enumerate() {
+                if let Some(&ahead) = hashes.get(base + i + AHEAD) {
+                    prefetch(f, ahead);
+                }
+                if !contains(f, h) {
+                    to_log.push(h);
+                }
+            }
+            if !to_log.is_empty() {
+                self.inner.wal.append_hashes(2, entry.id, &to_log)?;
+                st.dirty.store(true, Ordering::Relaxed);
+                fence(Ordering::Release);
+            }
+            for &h in chunk {
+                let r = match f {
+                    AnyFilter::Bloom(b) => Ok(b.add_hash(h)),
+                    AnyFilter::Scalable(s) => s.add_hash(h),
+                    _ => unreachable!("only Bloom and scalable filters are shared"),
+                };
+                match r {
+                    Ok(n) => outcome.new.push(n),
+                    Err(e) => {
+                        outcome.stopped = Some(e);
+                        fence(Ordering::Acquire);
+                        return Ok((outcome, self.inner.wal.last_lsn()));
+                    }
+                }
+            }
+        }
+        fence(Ordering::Acquire);
+        Ok((outcome, self.inner.wal.last_lsn()))
     }
 
     /// Looks items up; `None` if the filter does not exist.
@@ -698,7 +793,7 @@ impl Store {
             return Ok((None, Pending(0)));
         };
         let (out, lsn) = {
-            let st = lock(&entry.state);
+            let st = read_st(&entry.state);
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             const AHEAD: usize = 8;
             for &h in hashes.iter().take(AHEAD) {
@@ -714,6 +809,9 @@ impl Store {
                     contains(&st.filter, h)
                 })
                 .collect();
+            // Pairs with the release fence of `add_shared`: the records
+            // behind the bits found are at or below the lsn read next.
+            fence(Ordering::Acquire);
             (out, self.inner.wal.last_lsn())
         };
         Ok((Some(out), Pending(lsn)))
@@ -750,7 +848,7 @@ impl Store {
                 .write()
                 .unwrap_or_else(|e| e.into_inner());
             if let Some(e) = map.get(name) {
-                if !lock(&e.state).expired_now() {
+                if !read_st(&e.state).expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
                 let old_id = e.id;
@@ -770,10 +868,10 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name: name.to_vec(),
-                    state: Mutex::new(EntryState {
+                    state: RwLock::new(EntryState {
                         filter: AnyFilter::Scalable(filter),
                         expire_at_ms: 0,
-                        dirty: true,
+                        dirty: AtomicBool::new(true),
                         snap_lsn: 0,
                     }),
                 }),
@@ -791,7 +889,7 @@ impl Store {
         self.ready_to_write()?;
         let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
         let lsn = {
-            let mut st = lock(&entry.state);
+            let mut st = write_st(&entry.state);
             let AnyFilter::Scalable(f) = &st.filter else {
                 return Err(ErrorKind::WrongKind("only RedisBloom chains load dump chunks").into());
             };
@@ -809,13 +907,13 @@ impl Store {
                     iter: piece_iter,
                     data: piece.to_vec(),
                 })?;
-                st.dirty = true;
+                st.dirty.store(true, Ordering::Relaxed);
                 let AnyFilter::Scalable(f) = &mut st.filter else {
                     unreachable!("checked above");
                 };
                 f.redis_load_chunk(piece_iter, piece)?;
             }
-            st.dirty = true;
+            st.dirty.store(true, Ordering::Relaxed);
             self.inner.wal.last_lsn()
         };
         self.inner.wal.commit(lsn)
@@ -833,7 +931,7 @@ impl Store {
             .collect();
         entries
             .iter()
-            .map(|e| any_memory_bytes(&lock(&e.state).filter))
+            .map(|e| any_memory_bytes(&read_st(&e.state).filter))
             .sum()
     }
 
@@ -842,7 +940,7 @@ impl Store {
         self.ready_to_write()?;
         let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
         let (out, lsn) = {
-            let mut st = lock(&entry.state);
+            let mut st = write_st(&entry.state);
             if !matches!(st.filter, AnyFilter::Counting(_)) {
                 return Err(ErrorKind::WrongKind("only counting filters support remove").into());
             }
@@ -850,7 +948,7 @@ impl Store {
             for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
                 self.inner.wal.append_hashes(3, entry.id, chunk)?;
             }
-            st.dirty = true;
+            st.dirty.store(true, Ordering::Relaxed);
             (
                 apply_removes(&mut st.filter, &hashes)?,
                 self.inner.wal.last_lsn(),
@@ -896,13 +994,13 @@ impl Store {
                 .max(1),
         };
         let lsn = {
-            let mut st = lock(&entry.state);
+            let mut st = write_st(&entry.state);
             let lsn = self.inner.wal.append(&Record::Expire {
                 id: entry.id,
                 at_ms,
             })?;
             st.expire_at_ms = at_ms;
-            st.dirty = true;
+            st.dirty.store(true, Ordering::Relaxed);
             lsn
         };
         self.inner.wal.commit(lsn)?;
@@ -917,7 +1015,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let at = lock(&entry.state).expire_at_ms;
+        let at = read_st(&entry.state).expire_at_ms;
         Ok(Some((at != 0).then(|| {
             UNIX_EPOCH + std::time::Duration::from_millis(at as u64)
         })))
@@ -932,7 +1030,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let st = lock(&entry.state);
+        let st = read_st(&entry.state);
         Ok(Some(f(&st.filter)))
     }
 
@@ -944,7 +1042,7 @@ impl Store {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter(|e| !lock(&e.state).expired(now))
+            .filter(|e| !read_st(&e.state).expired(now))
             .map(|e| e.name.clone())
             .collect()
     }
@@ -989,10 +1087,10 @@ impl Store {
             // Encode under the filter's lock (the only pause its writers
             // see: streaming the bits into the page cache), sync after.
             let pending = {
-                let mut st = lock(&e.state);
+                let st = write_st(&e.state);
                 if st.expired(now) {
                     None
-                } else if st.dirty || all {
+                } else if st.dirty.load(Ordering::Relaxed) || all {
                     let lsn = self.inner.wal.last_lsn();
                     let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                     let filter = &st.filter;
@@ -1003,7 +1101,7 @@ impl Store {
                         &header,
                         |w| filter.encode(w).map_err(Into::into),
                     )?;
-                    st.dirty = false;
+                    st.dirty.store(false, Ordering::Relaxed);
                     Some((p, lsn))
                 } else {
                     min_lsn = min_lsn.min(st.snap_lsn);
@@ -1011,16 +1109,16 @@ impl Store {
                 }
             };
             let Some((pending, lsn)) = pending else {
-                if lock(&e.state).expired(now) {
+                if read_st(&e.state).expired(now) {
                     self.delete(&e.name)?;
                 }
                 continue;
             };
             if let Err(err) = snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending) {
-                lock(&e.state).dirty = true;
+                write_st(&e.state).dirty.store(true, Ordering::Relaxed);
                 return Err(err);
             }
-            lock(&e.state).snap_lsn = lsn;
+            write_st(&e.state).snap_lsn = lsn;
             min_lsn = min_lsn.min(lsn);
         }
         // Snapshots of deleted filters must go before the log that deletes

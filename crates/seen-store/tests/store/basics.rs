@@ -162,6 +162,29 @@ fn counting_remove_is_logged() {
 }
 
 #[test]
+fn counting_repeated_adds_survive_one_remove_after_reopen() {
+    // An item added twice and removed once is still there, also when the
+    // adds are only in the log (every counting add is logged, not only the
+    // first).
+    let dir = tempfile::tempdir().unwrap();
+    let spec = FilterSpec::Counting {
+        capacity: 1000,
+        error_rate: 0.01,
+    };
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.create(b"c", &spec).unwrap();
+        assert_eq!(s.add(b"c", &[b"x"], None).unwrap().new, vec![true]);
+        assert_eq!(s.add(b"c", &[b"x"], None).unwrap().new, vec![false]);
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert_eq!(s.remove(b"c", &[b"x"]).unwrap(), vec![Removal::Removed]);
+    assert_eq!(s.contains(b"c", &[b"x"]).unwrap(), Some(vec![true]));
+    assert_eq!(s.remove(b"c", &[b"x"]).unwrap(), vec![Removal::Removed]);
+    assert_eq!(s.contains(b"c", &[b"x"]).unwrap(), Some(vec![false]));
+}
+
+#[test]
 fn a_directory_is_opened_by_one_store_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let _s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
