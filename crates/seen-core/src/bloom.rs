@@ -265,6 +265,28 @@ impl BloomFilter {
         new
     }
 
+    /// [`add_hash`](Self::add_hash) for each of `hashes`, in order,
+    /// pushing the answers to `new`, with one update of the item count for
+    /// the whole batch (a counter other cores share is touched once, not
+    /// once per item). Prefetch ahead for large filters.
+    pub fn add_hashes(&self, hashes: &[ItemHash], new: &mut Vec<bool>) {
+        let mut added = 0;
+        for &h in hashes {
+            let n = match self.raw.layout() {
+                Layout::Blocked => self.raw.add(h),
+                Layout::Classic => {
+                    let _guard = StripeGuard::lock(h.lo);
+                    self.raw.add(h)
+                }
+            };
+            added += n as u64;
+            new.push(n);
+        }
+        if added > 0 {
+            self.items.fetch_add(added, Ordering::Relaxed);
+        }
+    }
+
     /// Adds an item through exclusive access: the fastest single-threaded
     /// path (no atomic read-modify-write). Same answers as
     /// [`BloomFilter::add`].

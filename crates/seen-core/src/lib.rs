@@ -61,8 +61,8 @@ pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED
 pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;
 pub use scalable::{
-    LinkInfo, ScalableBloomFilter, ScalableBuilder, DEFAULT_EXPANSION, ERROR_TIGHTENING_RATIO,
-    MAX_LINKS,
+    ChainWriter, LinkInfo, ScalableBloomFilter, ScalableBuilder, DEFAULT_EXPANSION,
+    ERROR_TIGHTENING_RATIO, MAX_LINKS,
 };
 pub use stats::FilterStats;
 

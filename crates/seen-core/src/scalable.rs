@@ -239,12 +239,17 @@ impl ScalableBloomFilter {
 
     /// [`ScalableBloomFilter::add`] for an already hashed item.
     pub fn add_hash(&self, h: ItemHash) -> Result<bool> {
-        let _guard = StripeGuard::lock(h.lo);
-        let mut links = self.read_links();
-        if links.iter().rev().any(|l| l.contains_hash(h)) {
-            return Ok(false);
-        }
         loop {
+            // The stripe lock makes concurrent adds of the same item exact.
+            // Lock order: the chain (shared), then the stripe; growing takes
+            // the chain exclusively with no stripe held, and the item is
+            // looked up again after. (A `ChainWriter` holds the chain
+            // shared for a batch and takes stripes inside it.)
+            let links = self.read_links();
+            let guard = StripeGuard::lock(h.lo);
+            if links.iter().rev().any(|l| l.contains_hash(h)) {
+                return Ok(false);
+            }
             let cur = links.last().expect("a chain has at least one link");
             // Reserve a slot in the newest link so that concurrent adds of
             // different items never overfill it.
@@ -263,9 +268,9 @@ impl ScalableBloomFilter {
                 return Err(ErrorKind::Full.into());
             }
             let len = links.len();
+            drop(guard);
             drop(links);
             self.grow(len)?;
-            links = self.read_links();
         }
     }
 
@@ -357,6 +362,39 @@ impl ScalableBloomFilter {
     /// [`contains`](Self::contains) for an already hashed item.
     pub fn contains_hash(&self, h: ItemHash) -> bool {
         self.read_links().iter().rev().any(|l| l.contains_hash(h))
+    }
+
+    /// A writer for a batch of at most `max_items` adds through `&self`
+    /// that reads the chain once instead of once per call: its
+    /// [`prefetch`](ChainWriter::prefetch),
+    /// [`contains_hash`](ChainWriter::contains_hash) and
+    /// [`add_hash`](ChainWriter::add_hash) give the answers of this
+    /// filter's, with fewer atomic operations on memory other cores share
+    /// (one reservation of room in the newest sub-filter for the whole
+    /// batch, one update of the item count). While a writer lives, the
+    /// chain cannot grow except through it, so keep it for one batch.
+    pub fn writer(&self, max_items: usize) -> ChainWriter<'_> {
+        let links = self.read_links();
+        let cur = links.last().expect("a chain has at least one link");
+        let want = max_items as u64;
+        let cap = cur.capacity();
+        let mut reserved = 0;
+        // Reserve only far from the newest link's capacity, so that the
+        // reservation never makes another writer find it full.
+        if cur.link_items().load(Ordering::Relaxed) + want + WRITER_SLACK <= cap {
+            let prev = cur.link_items().fetch_add(want, Ordering::Relaxed);
+            if prev + want + WRITER_SLACK <= cap {
+                reserved = want;
+            } else {
+                cur.link_items().fetch_sub(want, Ordering::Relaxed);
+            }
+        }
+        ChainWriter {
+            chain: self,
+            links: (reserved > 0).then_some(links),
+            reserved,
+            added: 0,
+        }
     }
 
     /// Adds items in order, stopping at the first error, which is then the
@@ -527,6 +565,79 @@ impl BloomFilter {
 impl Default for ScalableBuilder {
     fn default() -> Self {
         ScalableBuilder::new(100, 0.01)
+    }
+}
+
+/// Room a [`ChainWriter`] leaves in the newest sub-filter beyond its own
+/// reservation: more than all batches that can be in flight at once.
+const WRITER_SLACK: u64 = 1 << 20;
+
+/// Adds of one batch to a [`ScalableBloomFilter`]; see
+/// [`ScalableBloomFilter::writer`].
+pub struct ChainWriter<'a> {
+    chain: &'a ScalableBloomFilter,
+    /// The chain, read once, while the batch has room reserved in its
+    /// newest link; `None` near a link's capacity, where every add goes
+    /// through [`ScalableBloomFilter::add_hash`] (which may grow the chain).
+    links: Option<RwLockReadGuard<'a, Vec<Arc<BloomFilter>>>>,
+    reserved: u64,
+    added: u64,
+}
+
+impl ChainWriter<'_> {
+    /// [`ScalableBloomFilter::prefetch`].
+    pub fn prefetch(&self, h: ItemHash) {
+        match &self.links {
+            Some(links) => links.iter().for_each(|l| l.prefetch(h)),
+            None => self.chain.prefetch(h),
+        }
+    }
+
+    /// [`ScalableBloomFilter::contains_hash`].
+    pub fn contains_hash(&self, h: ItemHash) -> bool {
+        match &self.links {
+            Some(links) => links.iter().rev().any(|l| l.contains_hash(h)),
+            None => self.chain.contains_hash(h),
+        }
+    }
+
+    /// [`ScalableBloomFilter::add_hash`]: the same answers, exact under
+    /// concurrency in the same way.
+    pub fn add_hash(&mut self, h: ItemHash) -> Result<bool> {
+        if self.added < self.reserved {
+            if let Some(links) = &self.links {
+                let _guard = StripeGuard::lock(h.lo);
+                if links.iter().rev().any(|l| l.contains_hash(h)) {
+                    return Ok(false);
+                }
+                let cur = links.last().expect("a chain has at least one link");
+                let new = cur.raw().add(h);
+                self.added += new as u64;
+                return Ok(new);
+            }
+        }
+        // Past the reservation (a caller that added more than it said):
+        // give the rest back and go item by item.
+        self.release();
+        self.chain.add_hash(h)
+    }
+
+    /// Returns the unused reservation and counts the items added.
+    fn release(&mut self) {
+        if let Some(links) = self.links.take() {
+            let cur = links.last().expect("a chain has at least one link");
+            cur.link_items()
+                .fetch_sub(self.reserved - self.added, Ordering::Relaxed);
+            self.chain.items.fetch_add(self.added, Ordering::Relaxed);
+            self.reserved = 0;
+            self.added = 0;
+        }
+    }
+}
+
+impl Drop for ChainWriter<'_> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

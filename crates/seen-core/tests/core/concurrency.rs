@@ -124,3 +124,106 @@ fn nonscaling_capacity_is_never_exceeded_under_contention() {
     assert!(f.len() <= 5_000);
     assert!(f.len() >= 4_900, "{}", f.len());
 }
+
+/// Like `run`, with each thread adding batches of 64 through `add_batch`
+/// (in a rotated order, so threads collide on different items).
+type BatchFn = Arc<dyn Fn(&[[u8; 8]]) -> Vec<bool> + Send + Sync>;
+
+fn run_batches(add_batch: BatchFn) -> Vec<u8> {
+    let news: Arc<Vec<AtomicU8>> = Arc::new((0..ITEMS).map(|_| AtomicU8::new(0)).collect());
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (add, news, barrier) = (add_batch.clone(), news.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let order: Vec<usize> = (0..ITEMS).map(|j| (j + t * 7919) % ITEMS).collect();
+                for batch in order.chunks(64) {
+                    let items: Vec<[u8; 8]> = batch.iter().map(|&i| item(i)).collect();
+                    for (&i, new) in batch.iter().zip(add(&items)) {
+                        if new {
+                            news[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    news.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+}
+
+#[test]
+fn batched_adds_are_exact_under_contention() {
+    for layout in [Layout::Blocked, Layout::Classic] {
+        let f = Arc::new(
+            BloomFilter::builder(ITEMS as u64, 0.001)
+                .layout(layout)
+                .build()
+                .unwrap(),
+        );
+        let g = f.clone();
+        let news = run_batches(Arc::new(move |items: &[[u8; 8]]| {
+            let hashes: Vec<_> = items.iter().map(|i| g.hash(i)).collect();
+            let mut out = Vec::new();
+            g.add_hashes(&hashes, &mut out);
+            out
+        }));
+        check(&format!("add_hashes {layout:?}"), &news, f.len(), 0.001);
+        // Chains: a large one (every batch reserves room: the fast path)
+        // and a small one that grows all the time (item by item), with
+        // half the threads' batches going through plain `add_hash`.
+        for initial in [3_000_000u64, 1_000] {
+            let f = Arc::new(
+                ScalableBloomFilter::builder(initial, 0.001)
+                    .layout(layout)
+                    .build()
+                    .unwrap(),
+            );
+            let g = f.clone();
+            let news = run_batches(Arc::new(move |items: &[[u8; 8]]| {
+                let hashes: Vec<_> = items.iter().map(|i| g.hash(i)).collect();
+                if items[0][0] % 2 == 0 {
+                    let mut w = g.writer(hashes.len());
+                    hashes.iter().map(|&h| w.add_hash(h).unwrap()).collect()
+                } else {
+                    hashes.iter().map(|&h| g.add_hash(h).unwrap()).collect()
+                }
+            }));
+            let name = format!("writer {layout:?} initial={initial}");
+            check(&name, &news, f.len(), 0.001);
+            for i in 0..ITEMS {
+                assert!(f.contains(item(i)), "{name}");
+            }
+            for l in f.link_info() {
+                assert!(
+                    l.items <= l.capacity,
+                    "{name}: a link was overfilled: {l:?}"
+                );
+            }
+            if initial == 1_000 {
+                assert!(f.links() > 5, "{name}");
+            } else {
+                assert_eq!(f.links(), 1, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_writer_past_its_reservation_falls_back() {
+    let f = ScalableBloomFilter::builder(3_000_000, 0.01)
+        .build()
+        .unwrap();
+    let mut w = f.writer(2);
+    let answers: Vec<bool> = (0..10u64)
+        .map(|i| w.add_hash(f.hash(i.to_le_bytes())).unwrap())
+        .collect();
+    assert!(answers.iter().all(|&n| n));
+    assert!(!w.add_hash(f.hash(3u64.to_le_bytes())).unwrap());
+    drop(w);
+    assert_eq!(f.len(), 10);
+    assert_eq!(f.link_info()[0].items, 10);
+}
