@@ -726,12 +726,60 @@ impl Store {
         st: &EntryState,
         items: &[&[u8]],
     ) -> Result<(AddOutcome, u64)> {
+        match &st.filter {
+            AnyFilter::Bloom(b) => {
+                let hashes: Vec<ItemHash> = items.iter().map(|i| b.hash(i)).collect();
+                self.add_shared_with(
+                    entry,
+                    st,
+                    &hashes,
+                    |h| b.prefetch(h),
+                    |h| b.contains_hash(h),
+                    |chunk, out| {
+                        b.add_hashes(chunk, out);
+                        None
+                    },
+                )
+            }
+            AnyFilter::Scalable(s) => {
+                let hashes: Vec<ItemHash> = items.iter().map(|i| s.hash(i)).collect();
+                // One read of the chain for the batch (see `ChainWriter`).
+                let w = std::cell::RefCell::new(s.writer(hashes.len()));
+                self.add_shared_with(
+                    entry,
+                    st,
+                    &hashes,
+                    |h| w.borrow().prefetch(h),
+                    |h| w.borrow().contains_hash(h),
+                    |chunk, out| {
+                        let mut w = w.borrow_mut();
+                        for &h in chunk {
+                            match w.add_hash(h) {
+                                Ok(n) => out.push(n),
+                                Err(e) => return Some(e),
+                            }
+                        }
+                        None
+                    },
+                )
+            }
+            _ => unreachable!("only Bloom and scalable filters are shared"),
+        }
+    }
+
+    fn add_shared_with(
+        &self,
+        entry: &Entry,
+        st: &EntryState,
+        hashes: &[ItemHash],
+        prefetch: impl Fn(ItemHash),
+        contains: impl Fn(ItemHash) -> bool,
+        apply: impl Fn(&[ItemHash], &mut Vec<bool>) -> Option<seen_core::Error>,
+    ) -> Result<(AddOutcome, u64)> {
         const AHEAD: usize = 4;
         const CHUNK: usize = 32;
-        let f = &st.filter;
-        let hashes: Vec<ItemHash> = items.iter().map(|i| hash(f, i)).collect();
         for &h in hashes.iter().take(AHEAD) {
-            prefetch(f, h);
+            prefetch(h);
         }
         let mut outcome = AddOutcome {
             new: Vec::with_capacity(hashes.len()),
@@ -743,9 +791,9 @@ impl Store {
             to_log.clear();
             for (i, &h) in chunk.iter().enumerate() {
                 if let Some(&ahead) = hashes.get(base + i + AHEAD) {
-                    prefetch(f, ahead);
+                    prefetch(ahead);
                 }
-                if !contains(f, h) {
+                if !contains(h) {
                     to_log.push(h);
                 }
             }
@@ -754,20 +802,9 @@ impl Store {
                 st.dirty.store(true, Ordering::Relaxed);
                 fence(Ordering::Release);
             }
-            for &h in chunk {
-                let r = match f {
-                    AnyFilter::Bloom(b) => Ok(b.add_hash(h)),
-                    AnyFilter::Scalable(s) => s.add_hash(h),
-                    _ => unreachable!("only Bloom and scalable filters are shared"),
-                };
-                match r {
-                    Ok(n) => outcome.new.push(n),
-                    Err(e) => {
-                        outcome.stopped = Some(e);
-                        fence(Ordering::Acquire);
-                        return Ok((outcome, self.inner.wal.last_lsn()));
-                    }
-                }
+            if let Some(e) = apply(chunk, &mut outcome.new) {
+                outcome.stopped = Some(e);
+                break;
             }
         }
         fence(Ordering::Acquire);
