@@ -97,10 +97,25 @@ impl Shared {
             }
             Err(e) => tracing::error!("checkpoint failed: {e}"),
         }
+        release_free_heap();
         r
     }
 
     pub(crate) fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+}
+
+/// Gives memory the allocator holds but no longer uses back to the system
+/// (glibc keeps freed buffers of closed connections in per-thread arenas:
+/// about 3 MiB after a redis-benchmark run). Called after checkpoints,
+/// which are rare and already slow.
+fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of glibc's own heaps to
+    // the kernel; it takes the allocator's locks and touches no memory the
+    // program holds.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
