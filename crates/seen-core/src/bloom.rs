@@ -268,7 +268,8 @@ impl BloomFilter {
     /// [`add_hash`](Self::add_hash) for each of `hashes`, in order,
     /// pushing the answers to `new`, with one update of the item count for
     /// the whole batch (a counter other cores share is touched once, not
-    /// once per item). Prefetch ahead for large filters.
+    /// once per item). It does not prefetch: callers with filters larger
+    /// than the cache [`prefetch`](Self::prefetch) ahead themselves.
     pub fn add_hashes(&self, hashes: &[ItemHash], new: &mut Vec<bool>) {
         let mut added = 0;
         for &h in hashes {

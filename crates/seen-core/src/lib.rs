@@ -62,7 +62,7 @@ pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;
 pub use scalable::{
     ChainWriter, LinkInfo, ScalableBloomFilter, ScalableBuilder, DEFAULT_EXPANSION,
-    ERROR_TIGHTENING_RATIO, MAX_LINKS,
+    ERROR_TIGHTENING_RATIO, MAX_LINKS, MAX_WRITER_ITEMS,
 };
 pub use stats::FilterStats;
 

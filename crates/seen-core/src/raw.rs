@@ -437,7 +437,10 @@ fn block_add_locked(block: &Block, mask: &[u64; BLOCK_WORDS]) -> bool {
             let v = w.load(Ordering::Relaxed);
             if v & m != m {
                 new = true;
-                w.store(v | m, Ordering::Relaxed);
+                // Release (free on x86): a reader that sees these bits
+                // also sees what the writers before us in this block did
+                // before their adds (seen-store's log records).
+                w.store(v | m, Ordering::Release);
             }
         }
     }

@@ -373,15 +373,24 @@ impl ScalableBloomFilter {
     /// (one reservation of room in the newest sub-filter for the whole
     /// batch, one update of the item count). While a writer lives, the
     /// chain cannot grow except through it, so keep it for one batch.
+    ///
+    /// Room is reserved only for batches of at most [`MAX_WRITER_ITEMS`]
+    /// on a newest link far from its capacity; otherwise (see
+    /// [`ChainWriter::has_reservation`]) the writer adds item by item
+    /// through [`add_hash`](Self::add_hash), and an add can then fail
+    /// (`Full`, or a growth refused).
     pub fn writer(&self, max_items: usize) -> ChainWriter<'_> {
         let links = self.read_links();
         let cur = links.last().expect("a chain has at least one link");
         let want = max_items as u64;
         let cap = cur.capacity();
         let mut reserved = 0;
-        // Reserve only far from the newest link's capacity, so that the
-        // reservation never makes another writer find it full.
-        if cur.link_items().load(Ordering::Relaxed) + want + WRITER_SLACK <= cap {
+        // Reserve only for a bounded batch and far from the newest link's
+        // capacity, so that reservations in flight never make another
+        // writer find it full.
+        if want <= MAX_WRITER_ITEMS
+            && cur.link_items().load(Ordering::Relaxed) + want + WRITER_SLACK <= cap
+        {
             let prev = cur.link_items().fetch_add(want, Ordering::Relaxed);
             if prev + want + WRITER_SLACK <= cap {
                 reserved = want;
@@ -568,9 +577,14 @@ impl Default for ScalableBuilder {
     }
 }
 
+/// The largest batch a [`ChainWriter`] reserves room for; larger ones go
+/// item by item.
+pub const MAX_WRITER_ITEMS: u64 = 1 << 16;
+
 /// Room a [`ChainWriter`] leaves in the newest sub-filter beyond its own
-/// reservation: more than all batches that can be in flight at once.
-const WRITER_SLACK: u64 = 1 << 20;
+/// reservation: the reservations of 32 writers of the largest batch, in
+/// flight at once, still leave every other writer room.
+const WRITER_SLACK: u64 = 32 * MAX_WRITER_ITEMS;
 
 /// Adds of one batch to a [`ScalableBloomFilter`]; see
 /// [`ScalableBloomFilter::writer`].
@@ -585,6 +599,12 @@ pub struct ChainWriter<'a> {
 }
 
 impl ChainWriter<'_> {
+    /// Whether room for the whole batch was reserved: then none of its
+    /// adds can fail, and the chain does not grow during it.
+    pub fn has_reservation(&self) -> bool {
+        self.reserved > 0
+    }
+
     /// [`ScalableBloomFilter::prefetch`].
     pub fn prefetch(&self, h: ItemHash) {
         match &self.links {

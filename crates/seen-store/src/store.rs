@@ -653,8 +653,13 @@ impl Store {
                 self.delete(name)?;
                 return self.add_pending(name, items, create, create_limit);
             }
-            let (outcome, lsn) = self.add_shared(&entry, &st, items)?;
-            return Ok((outcome, Pending(lsn)));
+            if let Some((outcome, lsn)) = self.add_shared(&entry, &st, items)? {
+                return Ok((outcome, Pending(lsn)));
+            }
+            // A chain near a sub-filter's capacity: there an add can fail
+            // (full, or growth refused), and replay must then meet the
+            // same failures in the same order, so the adds run one batch
+            // at a time, in log order.
         }
         let (outcome, lsn) = {
             let mut st = write_st(&entry.state);
@@ -725,7 +730,7 @@ impl Store {
         entry: &Entry,
         st: &EntryState,
         items: &[&[u8]],
-    ) -> Result<(AddOutcome, u64)> {
+    ) -> Result<Option<(AddOutcome, u64)>> {
         match &st.filter {
             AnyFilter::Bloom(b) => {
                 let hashes: Vec<ItemHash> = items.iter().map(|i| b.hash(i)).collect();
@@ -740,11 +745,19 @@ impl Store {
                         None
                     },
                 )
+                .map(Some)
             }
             AnyFilter::Scalable(s) => {
                 let hashes: Vec<ItemHash> = items.iter().map(|i| s.hash(i)).collect();
-                // One read of the chain for the batch (see `ChainWriter`).
-                let w = std::cell::RefCell::new(s.writer(hashes.len()));
+                // One read of the chain for the batch (see `ChainWriter`),
+                // with room reserved for all of it: no add can fail, so the
+                // order in which concurrent batches set their bits cannot
+                // matter on replay. Without a reservation: not here.
+                let w = s.writer(hashes.len());
+                if !w.has_reservation() {
+                    return Ok(None);
+                }
+                let w = std::cell::RefCell::new(w);
                 self.add_shared_with(
                     entry,
                     st,
@@ -762,6 +775,7 @@ impl Store {
                         None
                     },
                 )
+                .map(Some)
             }
             _ => unreachable!("only Bloom and scalable filters are shared"),
         }
@@ -1067,7 +1081,10 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let st = read_st(&entry.state);
+        // Exclusively: no batch is between reserving room in a chain and
+        // counting what it added, so the counts (BF.INFO, the BF.SCANDUMP
+        // header) add up.
+        let st = write_st(&entry.state);
         Ok(Some(f(&st.filter)))
     }
 

@@ -343,7 +343,8 @@ impl Wal {
             // records: let them (yielding the core), and start the sync
             // once no new record has come in since the previous look, or
             // after GATHER_MAX. One fsync then covers them all, instead
-            // of the first of them alone. A lone writer never waits here.
+            // of the first of them alone. A lone writer whose last call
+            // logged several records yields once here.
             let start = std::time::Instant::now();
             let mut seen = self.last_lsn();
             loop {
