@@ -1072,7 +1072,23 @@ impl Store {
         })))
     }
 
-    /// Runs `f` on a filter (for `BF.INFO`-style questions).
+    /// Runs `f` on a filter while adds may run concurrently: for questions
+    /// that do not need counts that add up (its kind, a lookup). `None` if
+    /// the filter does not exist.
+    pub fn with_filter_shared<R>(
+        &self,
+        name: &[u8],
+        f: impl FnOnce(&AnyFilter) -> R,
+    ) -> Result<Option<R>> {
+        let Some(entry) = self.live(name)? else {
+            return Ok(None);
+        };
+        let st = read_st(&entry.state);
+        Ok(Some(f(&st.filter)))
+    }
+
+    /// Runs `f` on a filter (for `BF.INFO`-style questions), with no add in
+    /// progress, so that its counts add up.
     pub fn with_filter<R>(
         &self,
         name: &[u8],
