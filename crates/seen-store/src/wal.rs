@@ -84,6 +84,10 @@ struct State {
     segments: Vec<(u64, PathBuf)>,
 }
 
+/// The longest a writer waits for a running sync by yielding before it
+/// sleeps on the condition variable.
+const SPIN_WAIT: Duration = Duration::from_millis(2);
+
 /// The longest a leader gathers before it syncs.
 const GATHER_MAX: Duration = Duration::from_micros(200);
 
@@ -109,6 +113,10 @@ pub(crate) struct Wal {
     /// Mirrors of `State::next_lsn - 1` and `SyncState::poisoned`, so the
     /// hot path reads them without taking the locks.
     last_lsn: AtomicU64,
+    /// Mirrors of `SyncState::synced_lsn` and `in_progress`, read by
+    /// waiters that spin before they sleep.
+    synced_lsn: AtomicU64,
+    sync_running: AtomicBool,
     poisoned: AtomicBool,
 }
 
@@ -165,6 +173,8 @@ impl Wal {
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
             last_lsn: AtomicU64::new(next_lsn - 1),
+            synced_lsn: AtomicU64::new(next_lsn - 1),
+            sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
         });
         if policy == FsyncPolicy::EverySec {
@@ -332,9 +342,29 @@ impl Wal {
             }
             if !s.in_progress {
                 s.in_progress = true;
+                self.sync_running.store(true, Ordering::Release);
                 break;
             }
-            s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            // A sync is running. Wait for it yielding the core rather than
+            // sleeping, for up to SPIN_WAIT: many writers waking from a
+            // condition variable at once cost as much as the sync itself.
+            drop(s);
+            let start = std::time::Instant::now();
+            while self.synced_lsn.load(Ordering::Acquire) < lsn
+                && self.sync_running.load(Ordering::Acquire)
+                && !self.is_poisoned()
+                && start.elapsed() < SPIN_WAIT
+            {
+                std::thread::yield_now();
+            }
+            // Only a successful sync moves synced_lsn forward.
+            if self.synced_lsn.load(Ordering::Acquire) >= lsn {
+                return Ok(());
+            }
+            s = lock(&self.sync);
+            if s.in_progress && s.synced_lsn < lsn && s.poisoned.is_none() {
+                s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
         }
         let gather = s.last_batch > 1;
         drop(s);
@@ -367,10 +397,12 @@ impl Wal {
         let result = files.iter().try_for_each(|f| f.sync_data());
         let mut s = lock(&self.sync);
         s.in_progress = false;
+        self.sync_running.store(false, Ordering::Release);
         let out = match result {
             Ok(()) => {
                 s.last_batch = target.saturating_sub(s.synced_lsn);
                 s.synced_lsn = s.synced_lsn.max(target);
+                self.synced_lsn.store(s.synced_lsn, Ordering::Release);
                 Ok(())
             }
             Err(e) => {
@@ -423,6 +455,7 @@ impl Wal {
         s.poisoned = None;
         self.poisoned.store(false, Ordering::Release);
         s.synced_lsn = s.synced_lsn.max(lsn - 1);
+        self.synced_lsn.store(s.synced_lsn, Ordering::Release);
         Ok(())
     }
 

@@ -19,6 +19,14 @@ fn len(f: &AnyFilter) -> u64 {
 
 #[test]
 fn concurrent_writers_and_checkpoints() {
+    // `always` exercises group commit with waiters (spinning, then
+    // sleeping) as well.
+    for fsync in [FsyncPolicy::EverySec, FsyncPolicy::Always] {
+        concurrent_writers_and_checkpoints_with(fsync);
+    }
+}
+
+fn concurrent_writers_and_checkpoints_with(fsync: FsyncPolicy) {
     const THREADS: usize = 4;
     const ITEMS: usize = 20_000;
     let specs = [
@@ -59,7 +67,7 @@ fn concurrent_writers_and_checkpoints() {
     ];
     let dir = tempfile::tempdir().unwrap();
     let opts = StoreOptions {
-        fsync: FsyncPolicy::EverySec,
+        fsync,
         segment_size: 256 << 10,
         ..Default::default()
     };
