@@ -1,9 +1,10 @@
 //! # seen-store
 //!
-//! The durable local store under `seen serve` and `seen dedup --state`: any
-//! number of named filters (every kind of `seen-core`) in one data
-//! directory, so that a user who restarts the process, or whose machine loses
-//! power, finds every item they were told was added.
+//! The durable local store under `seen serve`: any number of named filters
+//! (every kind of `seen-core`) in one data directory, so that a user who
+//! restarts the process, or whose machine loses power, finds every item they
+//! were told was added. (`seen dedup --state` keeps one filter in a plain
+//! file instead, replaced atomically at the end of each run.)
 //!
 //! ```text
 //! <dir>/LOCK                      held (flock) while a store has it open
@@ -19,6 +20,15 @@
 //! loads the snapshots and replays the log after them; a torn last record is
 //! truncated with a warning, corruption elsewhere stops the open with an
 //! error naming the file and offset unless [`StoreOptions::salvage`] is set.
+//!
+//! Concurrency: adds to fixed-size Bloom filters, and to scalable chains
+//! whose batch has room reserved in the newest sub-filter, hold the filter
+//! shared, so writers on several cores fill one filter at once; each logs
+//! its items before it sets their bits, and whoever then finds an item
+//! present waits for a log position that covers that record. Everything
+//! else (counting filters, chains near a sub-filter's capacity, removes,
+//! expiry, checkpoints) holds the filter exclusively, in log order. Many
+//! writers waiting for `Always` share each fsync (group commit).
 //!
 //! What each policy can lose (see docs/FORMAT.md for the formats):
 //!
