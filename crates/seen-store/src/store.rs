@@ -202,7 +202,9 @@ fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
                     if let Some(&ahead) = hashes.get(i + 64) {
                         b.prefetch(ahead);
                     }
-                    b.add_hash(h)
+                    // Exclusive access (replay): plain stores, no atomic
+                    // read-modify-writes.
+                    b.add_hash_mut(h)
                 })
                 .collect(),
             stopped: None,
