@@ -644,78 +644,49 @@ impl Store {
         // Fixed-size and scalable Bloom filters take concurrent adds (the
         // core makes the "new" answer exact): hold the state shared, so
         // that writers on several cores fill one filter at once.
-        let shared = matches!(
-            read_st(&entry.state).filter,
-            AnyFilter::Bloom(_) | AnyFilter::Scalable(_)
-        );
-        if shared {
+        {
             let st = read_st(&entry.state);
-            if st.expired_now() {
-                drop(st);
-                self.delete(name)?;
-                return self.add_pending(name, items, create, create_limit);
+            if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
+                if st.expired_now() {
+                    drop(st);
+                    self.delete(name)?;
+                    return self.add_pending(name, items, create, create_limit);
+                }
+                if let Some((outcome, lsn)) = self.add_shared(&entry, &st, items)? {
+                    return Ok((outcome, Pending(lsn)));
+                }
+                // A chain near a sub-filter's capacity: there an add can
+                // fail (full, or growth refused), and replay must then meet
+                // the same failures in the same order, so the adds run one
+                // batch at a time, in log order.
             }
-            if let Some((outcome, lsn)) = self.add_shared(&entry, &st, items)? {
-                return Ok((outcome, Pending(lsn)));
-            }
-            // A chain near a sub-filter's capacity: there an add can fail
-            // (full, or growth refused), and replay must then meet the
-            // same failures in the same order, so the adds run one batch
-            // at a time, in log order.
         }
-        let (outcome, lsn) = {
-            let mut st = write_st(&entry.state);
-            if st.expired_now() {
-                drop(st);
-                self.delete(name)?;
-                return self.add_pending(name, items, create, create_limit);
-            }
-            let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
-            // In chunks small enough that the cache lines the check loads
-            // are still there when the chunk is applied: check (prefetched
-            // a few items ahead, so that misses overlap), log what can
-            // change the filter, then apply. In a counting filter every add
-            // changes counters (an item added twice survives one remove),
-            // so every add is logged; in the others an item already present
-            // changes nothing, now or on replay.
-            const AHEAD: usize = 4;
-            const CHUNK: usize = 32;
-            let counting = matches!(st.filter, AnyFilter::Counting(_));
-            for &h in hashes.iter().take(AHEAD) {
-                prefetch(&st.filter, h);
-            }
-            let mut outcome = AddOutcome {
-                new: Vec::with_capacity(hashes.len()),
-                stopped: None,
-            };
-            for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
-                let base = c * CHUNK;
-                let to_log: Vec<ItemHash> = chunk
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, &h)| {
-                        if let Some(&ahead) = hashes.get(base + i + AHEAD) {
-                            prefetch(&st.filter, ahead);
-                        }
-                        counting || !contains(&st.filter, h)
-                    })
-                    .map(|(_, &h)| h)
-                    .collect();
-                if !to_log.is_empty() {
-                    self.inner.wal.append_hashes(2, entry.id, &to_log)?;
-                    st.dirty.store(true, Ordering::Relaxed);
-                }
-                let part = apply_adds(&mut st.filter, chunk);
-                outcome.new.extend(part.new);
-                if part.stopped.is_some() {
-                    outcome.stopped = part.stopped;
-                    break;
-                }
-            }
-            // Everything this answer depends on (including the records of
-            // earlier adds of the same items) is at or below this lsn.
-            (outcome, self.inner.wal.last_lsn())
-        };
+        let mut st = write_st(&entry.state);
+        if st.expired_now() {
+            drop(st);
+            self.delete(name)?;
+            return self.add_pending(name, items, create, create_limit);
+        }
+        let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+        // In a counting filter every add changes counters (an item added
+        // twice survives one remove), so every add is logged; in the others
+        // an item already present changes nothing, now or on replay.
+        let log_all = matches!(st.filter, AnyFilter::Counting(_));
+        let EntryState { filter, dirty, .. } = &mut *st;
+        let filter = std::cell::RefCell::new(filter);
+        let (outcome, lsn) = self.add_logged(
+            entry.id,
+            dirty,
+            &hashes,
+            log_all,
+            |h| prefetch(&filter.borrow(), h),
+            |h| contains(&filter.borrow(), h),
+            |chunk, out| {
+                let part = apply_adds(&mut filter.borrow_mut(), chunk);
+                out.extend(part.new);
+                part.stopped
+            },
+        )?;
         Ok((outcome, Pending(lsn)))
     }
 
@@ -733,13 +704,14 @@ impl Store {
         st: &EntryState,
         items: &[&[u8]],
     ) -> Result<Option<(AddOutcome, u64)>> {
+        let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
         match &st.filter {
-            AnyFilter::Bloom(b) => {
-                let hashes: Vec<ItemHash> = items.iter().map(|i| b.hash(i)).collect();
-                self.add_shared_with(
-                    entry,
-                    st,
+            AnyFilter::Bloom(b) => self
+                .add_logged(
+                    entry.id,
+                    &st.dirty,
                     &hashes,
+                    false,
                     |h| b.prefetch(h),
                     |h| b.contains_hash(h),
                     |chunk, out| {
@@ -747,10 +719,8 @@ impl Store {
                         None
                     },
                 )
-                .map(Some)
-            }
+                .map(Some),
             AnyFilter::Scalable(s) => {
-                let hashes: Vec<ItemHash> = items.iter().map(|i| s.hash(i)).collect();
                 // One read of the chain for the batch (see `ChainWriter`),
                 // with room reserved for all of it: no add can fail, so the
                 // order in which concurrent batches set their bits cannot
@@ -760,10 +730,11 @@ impl Store {
                     return Ok(None);
                 }
                 let w = std::cell::RefCell::new(w);
-                self.add_shared_with(
-                    entry,
-                    st,
+                self.add_logged(
+                    entry.id,
+                    &st.dirty,
                     &hashes,
+                    false,
                     |h| w.borrow().prefetch(h),
                     |h| w.borrow().contains_hash(h),
                     |chunk, out| {
@@ -783,11 +754,20 @@ impl Store {
         }
     }
 
-    fn add_shared_with(
+    /// The add loop of both paths, in chunks small enough that the cache
+    /// lines the check loads are still there when the chunk is applied:
+    /// check (prefetched a few items ahead, so that misses overlap), log
+    /// what can change the filter (every item with `log_all`), then apply;
+    /// stops at the first error `apply` returns. Returns the answers and
+    /// an lsn that covers every record they depend on (including the
+    /// records of earlier adds of the same items).
+    #[allow(clippy::too_many_arguments)]
+    fn add_logged(
         &self,
-        entry: &Entry,
-        st: &EntryState,
+        id: u64,
+        dirty: &AtomicBool,
         hashes: &[ItemHash],
+        log_all: bool,
         prefetch: impl Fn(ItemHash),
         contains: impl Fn(ItemHash) -> bool,
         apply: impl Fn(&[ItemHash], &mut Vec<bool>) -> Option<seen_core::Error>,
@@ -809,13 +789,13 @@ impl Store {
                 if let Some(&ahead) = hashes.get(base + i + AHEAD) {
                     prefetch(ahead);
                 }
-                if !contains(h) {
+                if log_all || !contains(h) {
                     to_log.push(h);
                 }
             }
             if !to_log.is_empty() {
-                self.inner.wal.append_hashes(2, entry.id, &to_log)?;
-                st.dirty.store(true, Ordering::Relaxed);
+                self.inner.wal.append_hashes(2, id, &to_log)?;
+                dirty.store(true, Ordering::Relaxed);
                 fence(Ordering::Release);
             }
             if let Some(e) = apply(chunk, &mut outcome.new) {

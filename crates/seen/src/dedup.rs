@@ -226,6 +226,16 @@ enum End {
     BrokenPipe,
 }
 
+/// The result of a write to standard output: a closed pipe ends the run
+/// quietly, any other error is an error.
+fn written(r: io::Result<()>) -> Result<End> {
+    match r {
+        Ok(()) => Ok(End::Complete),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(End::BrokenPipe),
+        Err(e) => Err(e).context("cannot write to standard output"),
+    }
+}
+
 pub(crate) fn run(args: DedupArgs) -> Result<ExitCode> {
     let inputs = open_inputs(&args.files)?;
     let mut backend = open_backend(&args)?;
@@ -246,7 +256,6 @@ pub(crate) fn run(args: DedupArgs) -> Result<ExitCode> {
         progress: &progress,
         warner: &mut warner,
         started,
-        records: Vec::new(),
         new: Vec::new(),
     };
     let end = ctx.run_inputs(inputs.into_iter().map(|(i, _)| i).collect())?;
@@ -260,17 +269,13 @@ pub(crate) fn run(args: DedupArgs) -> Result<ExitCode> {
         } else {
             tally.unique
         };
-        match writeln!(out, "{n}") {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-            r => r.context("cannot write to standard output")?,
-        }
-    }
-    match out.flush() {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            progress.finish_and_clear();
+        if let End::BrokenPipe = written(writeln!(out, "{n}"))? {
             return Ok(ExitCode::SUCCESS);
         }
-        r => r.context("cannot write to standard output")?,
+    }
+    if let End::BrokenPipe = written(out.flush())? {
+        progress.finish_and_clear();
+        return Ok(ExitCode::SUCCESS);
     }
     drop(out);
     progress.finish_and_clear();
@@ -338,7 +343,6 @@ struct RunCtx<'a, W: Write> {
     progress: &'a ProgressBar,
     warner: &'a mut CapacityWarner,
     started: Instant,
-    records: Vec<(usize, usize)>,
     new: Vec<bool>,
 }
 
@@ -393,11 +397,8 @@ impl<W: Write> RunCtx<'_, W> {
                 // being fed slowly, as `tail -f | seen dedup`): let the
                 // reader of our output see what we have.
                 if short_read && !self.args.count {
-                    if let Err(e) = self.out.flush() {
-                        if e.kind() == io::ErrorKind::BrokenPipe {
-                            return Ok(End::BrokenPipe);
-                        }
-                        return Err(e).context("cannot write to standard output");
+                    if let End::BrokenPipe = written(self.out.flush())? {
+                        return Ok(End::BrokenPipe);
                     }
                 }
             }
@@ -408,16 +409,15 @@ impl<W: Write> RunCtx<'_, W> {
     /// Handles a run of whole records (each ending with the separator,
     /// except the last when `unterminated`).
     fn process(&mut self, data: &[u8], unterminated: bool) -> Result<End> {
-        self.records.clear();
+        let mut slices: Vec<&[u8]> = Vec::new();
         let mut s = 0;
         for i in memchr::memchr_iter(self.sep, data) {
-            self.records.push((s, i));
+            slices.push(&data[s..i]);
             s = i + 1;
         }
         if unterminated && s < data.len() {
-            self.records.push((s, data.len()));
+            slices.push(&data[s..]);
         }
-        let slices: Vec<&[u8]> = self.records.iter().map(|&(a, b)| &data[a..b]).collect();
         let fpp_before = match self.backend {
             Backend::Local { filter, .. } => filter.expected_fpp_at(filter.len()),
             Backend::Redis { .. } => self.warner.redis_fpp,
@@ -433,15 +433,12 @@ impl<W: Write> RunCtx<'_, W> {
             let want_new = !self.args.print_dups;
             for (rec, &new) in slices.iter().zip(&self.new) {
                 if new == want_new {
-                    if let Err(e) = self
+                    let r = self
                         .out
                         .write_all(rec)
-                        .and_then(|_| self.out.write_all(&[self.sep]))
-                    {
-                        if e.kind() == io::ErrorKind::BrokenPipe {
-                            return Ok(End::BrokenPipe);
-                        }
-                        return Err(e).context("cannot write to standard output");
+                        .and_then(|_| self.out.write_all(&[self.sep]));
+                    if let End::BrokenPipe = written(r)? {
+                        return Ok(End::BrokenPipe);
                     }
                 }
             }
