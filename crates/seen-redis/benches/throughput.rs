@@ -1,5 +1,6 @@
 //! Add throughput of seen-redis against the common hand-rolled Redis Bloom
-//! filter, on one local `redis-server` started here.
+//! filter and against exact dedup with `SADD`, on local `redis-server`s
+//! started here; then Redis's memory for 10 million items either way.
 //!
 //! The hand-rolled design: `k` seeded hashes of the item over one key of
 //! `m` bits, and for each hash one `GETBIT` round trip, then a `SETBIT`
@@ -8,9 +9,13 @@
 //! comparison flatters the baseline.) seen-redis sends one `BITFIELD` per
 //! shard per batch, all shards in one pipeline.
 //!
+//! Exact dedup with `SADD`: one `SADD set item` per item (its reply says
+//! whether the item was new), pipelined in batches like seen-redis's.
+//!
 //! Run: `cargo bench -p seen-redis --bench throughput`
 //! (`SEEN_BENCH_ITEMS=N` changes the seen-redis item count, default
-//! 400,000; the baseline adds 1/50 of that).
+//! 400,000; the baseline adds 1/50 of that; the memory part adds 10
+//! million items to a filter and to a set, each on its own server).
 
 #[path = "../tests/redis/server.rs"]
 mod server;
@@ -50,6 +55,25 @@ fn hand_rolled_add(conn: &mut redis::Connection, bits: u64, k: u32, item: &str) 
         }
     }
     new
+}
+
+/// Exact dedup: one pipelined `SADD` per item; returns how many were new.
+fn sadd_batch(conn: &mut redis::Connection, items: &[String]) -> usize {
+    let mut pipe = redis::pipe();
+    for item in items {
+        pipe.cmd("SADD").arg("exact").arg(item);
+    }
+    let replies: Vec<u8> = pipe.query(conn).expect("SADD pipeline");
+    replies.iter().filter(|&&r| r == 1).count()
+}
+
+/// `used_memory` from `INFO memory`.
+fn used_memory(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(conn).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO memory")
 }
 
 fn main() {
@@ -128,5 +152,52 @@ fn main() {
         "ratio (seen-redis, batches of 1,000) / hand-rolled: {:.0}x",
         seen_rate / base_rate
     );
+
+    let urls = items("sadd", n);
+    let start = Instant::now();
+    let mut new = 0;
+    for chunk in urls.chunks(1_000) {
+        new += sadd_batch(&mut conn, chunk);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(new, n);
+    let sadd_rate = n as f64 / secs;
+    println!("exact SADD, pipelines of 1,000: {sadd_rate:>10.0} items/s ({n} items, {secs:.2} s)");
+    println!(
+        "ratio (seen-redis, batches of 1,000) / SADD: {:.2}x",
+        seen_rate / sadd_rate
+    );
     f.delete().expect("delete");
+
+    // Memory: the same items into a fresh filter and a fresh set, each on
+    // its own server, measured as the growth of `used_memory`.
+    let mem_n = if quick { 20_000 } else { CAPACITY as usize };
+    let mem_items = items("mem", mem_n);
+    let bloom_server = RedisServer::start();
+    let mut bconn = bloom_server.conn();
+    let before = used_memory(&mut bconn);
+    let btarget: Target = bloom_server.url().parse().expect("url");
+    let mut f = RedisFilter::open_or_create(&btarget, "mem", &FilterParams::new(CAPACITY, RATE))
+        .expect("create filter");
+    for chunk in mem_items.chunks(10_000) {
+        f.add_many(chunk).expect("add_many");
+    }
+    let bloom_bytes = used_memory(&mut bconn) - before;
+    let nominal = plan.shards * plan.shard_bytes();
+    let set_server = RedisServer::start();
+    let mut sconn = set_server.conn();
+    let before = used_memory(&mut sconn);
+    for chunk in mem_items.chunks(1_000) {
+        sadd_batch(&mut sconn, chunk);
+    }
+    let set_bytes = used_memory(&mut sconn) - before;
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "Redis memory for {mem_n} items: seen-redis filter {:.1} MiB (nominal {:.1} MiB, {:+.1}%), SADD set {:.1} MiB ({:.1}x the filter)",
+        mib(bloom_bytes),
+        mib(nominal),
+        100.0 * (bloom_bytes as f64 / nominal as f64 - 1.0),
+        mib(set_bytes),
+        set_bytes as f64 / bloom_bytes as f64
+    );
 }
