@@ -1,6 +1,6 @@
 //! [`RedisFilter`]: a handle on one named filter kept in Redis.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Cmd;
@@ -9,7 +9,7 @@ use seen_core::{HashAlgorithm, ItemHash, DEFAULT_SEED};
 
 use crate::error::{lossy, ErrorKind, Result};
 use crate::layout::{check_name, Keys, Plan, DEFAULT_MAX_SHARD_BYTES};
-use crate::link::{Batch, Link, RetryPolicy};
+use crate::link::{Batch, BitOp, Link, RetryPolicy};
 use crate::meta::Metadata;
 use crate::reply;
 use crate::target::Target;
@@ -17,9 +17,11 @@ use crate::target::Target;
 /// Items sent in one pipeline (one round trip to each node).
 const ROUND_ITEMS: usize = 16_384;
 
-/// Most `SET`/`GET` operations in one BITFIELD command, so that one command
-/// never holds Redis for long (a few hundred microseconds).
-const MAX_OPS: usize = 2_048;
+/// Most `SET`/`GET` operations in one BITFIELD command: one command never
+/// holds Redis for long (about a hundred microseconds), and a batch is many
+/// commands, so that Redis runs one while the client reads the reply to
+/// the one before (see `link::stream`).
+const MAX_OPS: usize = 512;
 
 /// Shards per pipeline of management commands (open, info, clear, delete,
 /// TTL), so a filter of many shards is handled in bounded memory.
@@ -55,6 +57,12 @@ pub struct FilterParams {
     /// Seed of the xxh3-128 item hash ([`seen_core::DEFAULT_SEED`] unless
     /// set). Part of the filter's identity: checked when opening.
     pub seed: u64,
+    /// Bits set per item; `None` for the fewest that cost at most
+    /// [`SIZE_SLACK_PERCENT`](crate::SIZE_SLACK_PERCENT) more memory than
+    /// the smallest filter (see [`Plan::new`]). When set, the filter is the
+    /// smallest with exactly this many, and opening an existing filter
+    /// also checks it.
+    pub hashes: Option<u32>,
 }
 
 impl FilterParams {
@@ -66,6 +74,7 @@ impl FilterParams {
             max_shard_bytes: None,
             ttl: None,
             seed: DEFAULT_SEED,
+            hashes: None,
         }
     }
 
@@ -87,12 +96,20 @@ impl FilterParams {
         self
     }
 
+    /// Sets the bits per item: for example the hash count of the smallest
+    /// filter (`seen_core::sizing::blocked_size`), for the least memory at
+    /// the cost of more work per add.
+    pub fn hashes(mut self, hashes: u32) -> Self {
+        self.hashes = Some(hashes);
+        self
+    }
+
     fn plan(&self) -> Result<Plan> {
-        Plan::new(
-            self.capacity,
-            self.error_rate,
-            self.max_shard_bytes.unwrap_or(DEFAULT_MAX_SHARD_BYTES),
-        )
+        let max = self.max_shard_bytes.unwrap_or(DEFAULT_MAX_SHARD_BYTES);
+        match self.hashes {
+            None => Plan::new(self.capacity, self.error_rate, max),
+            Some(k) => Plan::with_hashes(self.capacity, self.error_rate, max, k),
+        }
     }
 }
 
@@ -285,7 +302,7 @@ impl RedisFilter {
     /// Redis runs atomically, and the item is new if any bit was 0 before.
     /// So when several clients add the same new item at the same moment,
     /// exactly one of them is told it was new. Items of one call go in one
-    /// BITFIELD per shard (split above 2,048 bit operations), all sent in
+    /// BITFIELD per shard (split above 512 bit operations), all sent in
     /// one pipeline per 16,384 items; the same item twice in one call is
     /// new at most once, as in memory.
     ///
@@ -315,7 +332,7 @@ impl RedisFilter {
     }
 
     /// Looks items up; `result[i]` is `false` only if `items[i]` was
-    /// certainly never added. Uses `BITFIELD_RO` (one per shard per 2,048
+    /// certainly never added. Uses `BITFIELD_RO` (one per shard per 512
     /// bit reads), pipelined; read-only, so always safe to retry.
     pub fn contains_many<T: AsRef<[u8]>>(&mut self, items: &[T]) -> Result<Vec<bool>> {
         self.ensure_fresh()?;
@@ -443,24 +460,11 @@ impl RedisFilter {
         let ttl = self.live_ttl_ms()?;
         let plan = self.meta.plan;
         let hashes: Vec<ItemHash> = items.iter().map(|i| self.hash(i)).collect();
-        let groups = group_by_shard(&plan, &hashes);
+        let located = Located::new(&plan, &hashes);
         let mut batch = self.link.batch();
         // For each command: the items whose answers its reply holds, with
         // their operation counts; `None` for a command without bits.
-        let mut parts: Vec<Option<Members>> = Vec::new();
-        for (shard, ops) in &groups {
-            let key = &self.keys.shards[*shard as usize];
-            for (cmd, members) in bitfield_commands(key, "SET", ops) {
-                batch.add("BITFIELD", key, cmd);
-                parts.push(Some(members));
-            }
-            if let Some(ms) = ttl {
-                let mut c = cmd1("PEXPIRE", key);
-                c.arg(ms);
-                batch.add("PEXPIRE", key, c);
-                parts.push(None);
-            }
-        }
+        let parts = located.commands(&mut batch, &self.keys.shards, BitOp::Set, ttl);
         let replies = self.link.run(&batch)?;
         for (i, (value, members)) in replies.values.iter().zip(&parts).enumerate() {
             let (command, key) = batch.label(i);
@@ -492,19 +496,13 @@ impl RedisFilter {
         self.live_ttl_ms()?;
         let plan = self.meta.plan;
         let hashes: Vec<ItemHash> = items.iter().map(|i| self.hash(i)).collect();
-        let groups = group_by_shard(&plan, &hashes);
+        let located = Located::new(&plan, &hashes);
         let mut batch = self.link.batch();
-        let mut parts = Vec::new();
-        for (shard, ops) in &groups {
-            let key = &self.keys.shards[*shard as usize];
-            for (cmd, members) in bitfield_commands(key, "GET", ops) {
-                batch.add("BITFIELD_RO", key, cmd);
-                parts.push(members);
-            }
-        }
+        let parts = located.commands(&mut batch, &self.keys.shards, BitOp::Get, None);
         let replies = self.link.run(&batch)?;
         for (i, (value, members)) in replies.values.iter().zip(&parts).enumerate() {
             let (command, key) = batch.label(i);
+            let members = members.as_ref().expect("lookups send only BITFIELD_RO");
             let ops: usize = members.iter().map(|m| m.1).sum();
             let mut bits = reply::bits(value, ops, command, &key)?;
             for &(item, n) in members {
@@ -717,6 +715,15 @@ fn check_params(name: &[u8], stored: &Metadata, params: &FilterParams, plan: Pla
             format!("{:#x}", params.seed),
         ));
     }
+    if let Some(k) = params.hashes {
+        if stored.plan.hashes != k {
+            return Err(mismatch(
+                "hashes",
+                stored.plan.hashes.to_string(),
+                k.to_string(),
+            ));
+        }
+    }
     if params.max_shard_bytes.is_some() && stored.plan != plan {
         let show = |p: &Plan| format!("{} shards of {} bytes", p.shards, p.shard_bytes());
         return Err(mismatch("layout", show(&stored.plan), show(&plan)));
@@ -724,60 +731,85 @@ fn check_params(name: &[u8], stored: &Metadata, params: &FilterParams, plan: Pla
     Ok(())
 }
 
-/// Bit offsets per item, grouped by shard (shards in increasing order, items
-/// in input order within a shard): `(item index, offsets)`.
-type Groups = BTreeMap<u64, Vec<(usize, Vec<u64>)>>;
-
-fn group_by_shard(plan: &Plan, hashes: &[ItemHash]) -> Groups {
-    let mut groups: Groups = BTreeMap::new();
-    for (i, &h) in hashes.iter().enumerate() {
-        let (shard, block) = plan.locate(h);
-        let mut offs = Vec::with_capacity(plan.hashes as usize);
-        plan.offsets(h, block, &mut offs);
-        groups.entry(shard).or_default().push((i, offs));
-    }
-    groups
-}
-
 /// The `(item index, operation count)` pairs whose answers one BITFIELD
 /// reply holds, in order.
 type Members = Vec<(usize, usize)>;
 
-/// BITFIELD (`SET`, value 1) or BITFIELD_RO (`GET`) commands for one
-/// shard's items, each with at most [`MAX_OPS`] operations (more only for
-/// a single item, whose bits are never split), with the `(item, op count)`
-/// pairs each reply answers.
-fn bitfield_commands(
-    key: &[u8],
-    op: &'static str,
-    items: &[(usize, Vec<u64>)],
-) -> Vec<(Cmd, Members)> {
-    let name = if op == "SET" {
-        "BITFIELD"
-    } else {
-        "BITFIELD_RO"
-    };
-    let mut out = Vec::new();
-    let mut cur: Option<(Cmd, Members, usize)> = None;
-    for (item, offs) in items {
-        if cur.as_ref().is_some_and(|c| c.2 + offs.len() > MAX_OPS) {
-            let (c, m, _) = cur.take().expect("checked above");
-            out.push((c, m));
+/// One round's items with their bits located: shard, and the Redis bit
+/// offsets inside it, in shard order (items in input order within a shard).
+struct Located {
+    /// `(shard, item index, start, count)`: the item's offsets are
+    /// `offsets[start..start + count]`.
+    items: Vec<(u64, usize, usize, usize)>,
+    offsets: Vec<u64>,
+}
+
+impl Located {
+    fn new(plan: &Plan, hashes: &[ItemHash]) -> Located {
+        let mut items = Vec::with_capacity(hashes.len());
+        let mut offsets = Vec::with_capacity(hashes.len() * plan.hashes as usize);
+        for (i, &h) in hashes.iter().enumerate() {
+            let (shard, block) = plan.locate(h);
+            let start = offsets.len();
+            plan.offsets(h, block, &mut offsets);
+            items.push((shard, i, start, offsets.len() - start));
         }
-        let (c, members, ops) = cur.get_or_insert_with(|| (cmd1(name, key), Vec::new(), 0));
-        for &o in offs {
-            c.arg(op).arg("u1").arg(o);
-            if op == "SET" {
-                c.arg(1);
+        if plan.shards > 1 {
+            items.sort_unstable_by_key(|&(shard, i, _, _)| (shard, i));
+        }
+        Located { items, offsets }
+    }
+
+    /// Adds `BITFIELD` (`SET`, value 1) or `BITFIELD_RO` (`GET`) commands
+    /// for every shard with items: each with at most [`MAX_OPS`]
+    /// operations (more only for a single item, whose bits are never
+    /// split), then `PEXPIRE shard ttl` if `ttl` is given. Returns, for
+    /// each command added, the items its reply answers (`None` for
+    /// `PEXPIRE`).
+    fn commands(
+        &self,
+        batch: &mut Batch,
+        keys: &[Vec<u8>],
+        op: BitOp,
+        ttl: Option<u64>,
+    ) -> Vec<Option<Members>> {
+        let mut parts = Vec::new();
+        let mut rest = &self.items[..];
+        while let Some(&(shard, ..)) = rest.first() {
+            let n = rest.iter().take_while(|e| e.0 == shard).count();
+            let (group, tail) = rest.split_at(n);
+            rest = tail;
+            let key = &keys[shard as usize];
+            let mut cmd_start = 0;
+            while cmd_start < group.len() {
+                let mut ops = group[cmd_start].3;
+                let mut end = cmd_start + 1;
+                while end < group.len() && ops + group[end].3 <= MAX_OPS {
+                    ops += group[end].3;
+                    end += 1;
+                }
+                let members = &group[cmd_start..end];
+                batch.add_bitfield(
+                    op,
+                    key,
+                    ops,
+                    members
+                        .iter()
+                        .flat_map(|&(_, _, start, n)| &self.offsets[start..start + n])
+                        .copied(),
+                );
+                parts.push(Some(members.iter().map(|&(_, i, _, n)| (i, n)).collect()));
+                cmd_start = end;
+            }
+            if let Some(ms) = ttl {
+                let mut c = cmd1("PEXPIRE", key);
+                c.arg(ms);
+                batch.add("PEXPIRE", key, c);
+                parts.push(None);
             }
         }
-        members.push((*item, offs.len()));
-        *ops += offs.len();
+        parts
     }
-    if let Some((c, m, _)) = cur {
-        out.push((c, m));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -786,23 +818,34 @@ mod tests {
 
     #[test]
     fn commands_split_at_item_boundaries() {
-        let items: Vec<(usize, Vec<u64>)> = (0..1000).map(|i| (i, vec![1, 2, 3, 4, 5])).collect();
-        let cmds = bitfield_commands(b"k", "SET", &items);
-        assert_eq!(cmds.len(), 3); // 409 + 409 + 182 items
+        // One shard: 1,000 items of 6 bits each, 85 items per command.
+        let plan = Plan {
+            shards: 1,
+            shard_blocks: 1 << 10,
+            hashes: 6,
+        };
+        let hashes: Vec<ItemHash> = (0..1000u64)
+            .map(|i| HashAlgorithm::Xxh3_128.hash(&i.to_le_bytes(), 7))
+            .collect();
+        let located = Located::new(&plan, &hashes);
+        let target: Target = "redis://127.0.0.1:1".parse().unwrap();
+        let link = Link::new(&target, RetryPolicy::no_retry()).unwrap();
+        let mut batch = link.batch();
+        let parts = located.commands(&mut batch, &[b"k".to_vec()], BitOp::Set, Some(5));
+        assert_eq!(batch.len(), parts.len());
+        assert!(parts.last().unwrap().is_none(), "PEXPIRE last");
         let mut next = 0;
-        for (cmd, members) in &cmds {
+        for members in parts.iter().flatten() {
             let ops: usize = members.iter().map(|m| m.1).sum();
-            assert!(ops <= MAX_OPS);
-            // BITFIELD key + 4 args per SET.
-            assert_eq!(cmd.args_iter().count(), 2 + 4 * ops);
+            assert!(ops <= MAX_OPS && ops + 6 > MAX_OPS || next + members.len() == 1000);
             for m in members {
                 assert_eq!(m.0, next);
+                assert!((1..=6).contains(&m.1));
                 next += 1;
             }
         }
         assert_eq!(next, 1000);
-        let ro = bitfield_commands(b"k", "GET", &items[..2]);
-        assert_eq!(ro[0].0.args_iter().count(), 2 + 3 * 10);
+        assert_eq!(batch.label(0).0, "BITFIELD");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection, ClusterPipeline};
-use redis::{Cmd, RedisError, ServerErrorKind, Value};
+use redis::{Cmd, RedisError, ServerError, ServerErrorKind, Value};
 
 use crate::error::{lossy, ErrorKind, Result};
 use crate::target::{Target, TargetKind};
@@ -86,21 +86,102 @@ pub(crate) struct Batch {
 }
 
 enum Pipe {
-    Single(redis::Pipeline),
+    /// For a standalone server: every command already encoded (RESP), one
+    /// after another in `buf`; command `i` ends at `ends[i]`. Sent by
+    /// [`stream`], which keeps Redis busy while replies are read.
+    Single {
+        buf: Vec<u8>,
+        ends: Vec<usize>,
+    },
     Cluster(ClusterPipeline),
+}
+
+/// A `BITFIELD` operation on one-bit fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BitOp {
+    /// `BITFIELD key SET u1 <offset> 1 ...`: sets bits, replies their old
+    /// values.
+    Set,
+    /// `BITFIELD_RO key GET u1 <offset> ...`: reads bits.
+    Get,
+}
+
+impl BitOp {
+    pub(crate) fn command(self) -> &'static str {
+        match self {
+            BitOp::Set => "BITFIELD",
+            BitOp::Get => "BITFIELD_RO",
+        }
+    }
 }
 
 impl Batch {
     pub(crate) fn add(&mut self, command: &'static str, key: &[u8], cmd: Cmd) {
         match &mut self.pipe {
-            Pipe::Single(p) => {
-                p.add_command(cmd);
+            Pipe::Single { buf, ends } => {
+                cmd.write_packed_command(buf);
+                ends.push(buf.len());
             }
             Pipe::Cluster(p) => {
                 p.add_command(cmd);
             }
         }
         self.labels.push((command, key.to_vec()));
+    }
+
+    /// Adds one `BITFIELD` (or `BITFIELD_RO`) command on `key` with an
+    /// operation for each of the `ops` offsets. For a standalone server it
+    /// is encoded straight into the batch's buffer: a batch of 1,000 items
+    /// is some 24,000 arguments, and building a [`Cmd`] of each and then
+    /// encoding it costs more client time than Redis spends running them.
+    pub(crate) fn add_bitfield(
+        &mut self,
+        op: BitOp,
+        key: &[u8],
+        ops: usize,
+        offsets: impl Iterator<Item = u64>,
+    ) {
+        match &mut self.pipe {
+            Pipe::Single { buf, ends } => {
+                let per_op = match op {
+                    BitOp::Set => 4,
+                    BitOp::Get => 3,
+                };
+                let start = buf.len();
+                resp_array(buf, 2 + per_op * ops);
+                resp_bulk(buf, op.command().as_bytes());
+                resp_bulk(buf, key);
+                let mut written = 0;
+                for off in offsets {
+                    match op {
+                        BitOp::Set => buf.extend_from_slice(b"$3\r\nSET\r\n$2\r\nu1\r\n"),
+                        BitOp::Get => buf.extend_from_slice(b"$3\r\nGET\r\n$2\r\nu1\r\n"),
+                    }
+                    resp_bulk_u64(buf, off);
+                    if op == BitOp::Set {
+                        buf.extend_from_slice(b"$1\r\n1\r\n");
+                    }
+                    written += 1;
+                }
+                // The header promised `ops` operations: a miscount would put
+                // the connection out of step, so it is a bug caught here.
+                assert_eq!(written, ops, "BITFIELD operation count");
+                debug_assert!(buf.len() > start);
+                ends.push(buf.len());
+            }
+            Pipe::Cluster(p) => {
+                let mut c = redis::cmd(op.command());
+                c.arg(key);
+                for off in offsets {
+                    match op {
+                        BitOp::Set => c.arg("SET").arg("u1").arg(off).arg(1),
+                        BitOp::Get => c.arg("GET").arg("u1").arg(off),
+                    };
+                }
+                p.add_command(c);
+            }
+        }
+        self.labels.push((op.command(), key.to_vec()));
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -118,6 +199,66 @@ impl Batch {
             None => ("pipeline", String::new()),
         }
     }
+}
+
+fn resp_array(buf: &mut Vec<u8>, len: usize) {
+    buf.push(b'*');
+    buf.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+    buf.extend_from_slice(b"\r\n");
+}
+
+fn resp_bulk(buf: &mut Vec<u8>, arg: &[u8]) {
+    buf.push(b'$');
+    buf.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
+    buf.extend_from_slice(b"\r\n");
+    buf.extend_from_slice(arg);
+    buf.extend_from_slice(b"\r\n");
+}
+
+fn resp_bulk_u64(buf: &mut Vec<u8>, n: u64) {
+    let mut digits = itoa::Buffer::new();
+    resp_bulk(buf, digits.format(n).as_bytes());
+}
+
+/// Bytes of commands sent ahead of the reply being waited for: enough that
+/// Redis always has the next command in its socket while this side parses
+/// a reply, little enough to stay within the socket buffers.
+const SEND_AHEAD: usize = 128 << 10;
+
+/// Sends encoded commands and reads their replies, overlapping the two:
+/// up to [`SEND_AHEAD`] bytes of commands are in flight while replies are
+/// read, so Redis runs command `i + 1` while this side parses reply `i`
+/// (a [`redis::Pipeline`] writes everything, then reads everything, and
+/// one side idles while the other works). Replies are in command order;
+/// error replies are values here, as in a pipeline. On `Err`, some
+/// commands were sent if the `bool` says so, and the connection is out of
+/// step and must be dropped.
+fn stream(
+    conn: &mut redis::Connection,
+    buf: &[u8],
+    ends: &[usize],
+) -> std::result::Result<Vec<Value>, (RedisError, bool)> {
+    let n = ends.len();
+    let mut values = Vec::with_capacity(n);
+    let mut sent = 0; // commands sent
+    let mut sent_bytes = 0;
+    while values.len() < n {
+        // Bytes of commands whose replies are not read yet.
+        let answered = values.len().checked_sub(1).map_or(0, |i| ends[i]);
+        if sent < n && sent_bytes - answered < SEND_AHEAD {
+            let mut upto = sent + 1;
+            while upto < n && ends[upto] - answered <= SEND_AHEAD {
+                upto += 1;
+            }
+            conn.send_packed_command(&buf[sent_bytes..ends[upto - 1]])
+                .map_err(|e| (e, true))?;
+            sent = upto;
+            sent_bytes = ends[upto - 1];
+            continue;
+        }
+        values.push(conn.recv_response().map_err(|e| (e, true))?);
+    }
+    Ok(values)
 }
 
 /// Replies of a batch, and whether an earlier failed attempt of it may have
@@ -176,7 +317,10 @@ impl Link {
     pub(crate) fn batch(&self) -> Batch {
         Batch {
             pipe: match self.target.kind() {
-                TargetKind::Standalone(_) => Pipe::Single(redis::pipe()),
+                TargetKind::Standalone(_) => Pipe::Single {
+                    buf: Vec::new(),
+                    ends: Vec::new(),
+                },
                 TargetKind::Cluster(_) => Pipe::Cluster(redis::cluster::cluster_pipe()),
             },
             labels: Vec::new(),
@@ -218,14 +362,29 @@ impl Link {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let (err, sent) = match self.connect() {
-                Err(e) => (e, false),
+            let failure = match self.connect() {
+                Err(e) => Failure::Redis(e, false),
                 Ok(conn) => {
-                    let result = match (conn, &batch.pipe) {
-                        (Conn::Single(c), Pipe::Single(p)) => p.query::<Vec<Value>>(c),
-                        (Conn::Cluster(c), Pipe::Cluster(p)) => p.query::<Vec<Value>>(c),
-                        _ => unreachable!("batches are made for their link's kind"),
-                    };
+                    let result =
+                        match (conn, &batch.pipe) {
+                            (Conn::Single(c), Pipe::Single { buf, ends }) => {
+                                match stream(c, buf, ends) {
+                                    Ok(values) => server_errors(values),
+                                    Err((e, sent)) => {
+                                        // Replies may be left unread.
+                                        self.conn = None;
+                                        Err(Failure::Redis(e, sent))
+                                    }
+                                }
+                            }
+                            (Conn::Cluster(c), Pipe::Cluster(p)) => p
+                                .query::<Vec<Value>>(c)
+                                .map_err(|e| match e.clone().into_server_errors() {
+                                    Some(errors) => Failure::Server(errors.to_vec()),
+                                    None => Failure::Redis(e, true),
+                                }),
+                            _ => unreachable!("batches are made for their link's kind"),
+                        };
                     match result {
                         Ok(values) if values.len() == batch.len() => {
                             return Ok(Replies { values, ambiguous })
@@ -245,12 +404,12 @@ impl Link {
                             }
                             .into());
                         }
-                        Err(e) => (e, true),
+                        Err(f) => f,
                     }
                 }
             };
-            match classify(&err, sent, batch.len()) {
-                Verdict::Fatal => return Err(fatal(err, sent, batch)),
+            match classify(&failure, batch.len()) {
+                Verdict::Fatal => return Err(fatal(failure, batch)),
                 Verdict::Retry { ran } => {
                     ambiguous |= ran;
                     // A fresh connection: resynchronised, and for a Cluster a
@@ -263,7 +422,7 @@ impl Link {
                         return Err(ErrorKind::Unavailable {
                             attempts: attempt,
                             elapsed,
-                            last: err,
+                            last: failure.into_redis(),
                         }
                         .into());
                     }
@@ -290,66 +449,108 @@ fn retryable_server(kind: ServerErrorKind) -> bool {
     )
 }
 
+/// Why an attempt failed.
+enum Failure {
+    /// No reply, or a reply that does not parse; the `bool` says whether
+    /// the commands were sent (some may then have run).
+    Redis(RedisError, bool),
+    /// Every command was answered, and these (index, error) replies are
+    /// errors; the other commands ran.
+    Server(Vec<(usize, ServerError)>),
+}
+
+impl Failure {
+    fn into_redis(self) -> RedisError {
+        match self {
+            Failure::Redis(e, _) => e,
+            Failure::Server(mut errors) => errors.swap_remove(0).1.into(),
+        }
+    }
+}
+
+/// The replies, or the error replies among them.
+fn server_errors(values: Vec<Value>) -> std::result::Result<Vec<Value>, Failure> {
+    let errors: Vec<(usize, ServerError)> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v {
+            Value::ServerError(e) => Some((i, e.clone())),
+            _ => None,
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(Failure::Server(errors))
+    }
+}
+
 /// Decides by the error's kind (never its text) whether to retry, and
 /// whether the failed attempt may have run any command.
-fn classify(err: &RedisError, sent: bool, commands: usize) -> Verdict {
+fn classify(failure: &Failure, commands: usize) -> Verdict {
     use redis::ErrorKind as K;
-    match err.kind() {
-        K::Io | K::ClusterConnectionNotFound => Verdict::Retry { ran: sent },
-        // A reply that does not parse: the stream is out of step, reconnect.
-        K::Parse => Verdict::Retry { ran: sent },
-        K::Server(_) | K::Extension => {
-            // A pipeline's server errors: retry only if every one of them says
-            // its command did not run; the other commands did run.
-            let Some(errors) = err.clone().into_server_errors() else {
-                return Verdict::Fatal;
-            };
+    match failure {
+        Failure::Redis(err, sent) => match err.kind() {
+            K::Io | K::ClusterConnectionNotFound => Verdict::Retry { ran: *sent },
+            // A reply that does not parse: the stream is out of step, reconnect.
+            K::Parse => Verdict::Retry { ran: *sent },
+            K::Server(_) | K::Extension => match err.clone().into_server_errors() {
+                Some(errors) => classify(&Failure::Server(errors.to_vec()), commands),
+                None => Verdict::Fatal,
+            },
+            _ => Verdict::Fatal,
+        },
+        // Retry only if every error says its command did not run; the other
+        // commands did run.
+        Failure::Server(errors) => {
             if errors
                 .iter()
                 .all(|(_, e)| e.kind().is_some_and(retryable_server))
             {
                 Verdict::Retry {
-                    ran: sent && errors.len() < commands,
+                    ran: errors.len() < commands,
                 }
             } else {
                 Verdict::Fatal
             }
         }
-        _ => Verdict::Fatal,
     }
 }
 
 /// The error a caller sees for a failure that retrying cannot fix.
-fn fatal(err: RedisError, sent: bool, batch: &Batch) -> crate::Error {
-    if !sent {
-        return ErrorKind::Client(err).into();
-    }
-    if let Some(errors) = err.clone().into_server_errors() {
-        if let Some((index, server)) = errors
-            .iter()
-            .find(|(_, e)| !e.kind().is_some_and(retryable_server))
-        {
-            let (command, key) = batch.label(*index);
-            if server.code() == "WRONGTYPE" {
-                return ErrorKind::WrongType {
+fn fatal(failure: Failure, batch: &Batch) -> crate::Error {
+    let errors = match failure {
+        Failure::Redis(err, false) => return ErrorKind::Client(err).into(),
+        Failure::Redis(err, true) => match err.clone().into_server_errors() {
+            Some(errors) => errors.to_vec(),
+            None => {
+                let (command, key) = batch.label(0);
+                return ErrorKind::Server {
+                    command,
                     key,
-                    detail: server.to_string(),
+                    error: err,
                 }
                 .into();
             }
-            return ErrorKind::Server {
-                command,
-                key,
-                error: server.clone().into(),
-            }
-            .into();
+        },
+        Failure::Server(errors) => errors,
+    };
+    let (index, server) = errors
+        .iter()
+        .find(|(_, e)| !e.kind().is_some_and(retryable_server))
+        .unwrap_or(&errors[0]);
+    let (command, key) = batch.label(*index);
+    if server.code() == "WRONGTYPE" {
+        return ErrorKind::WrongType {
+            key,
+            detail: server.to_string(),
         }
+        .into();
     }
-    let (command, key) = batch.label(0);
     ErrorKind::Server {
         command,
         key,
-        error: err,
+        error: server.clone().into(),
     }
     .into()
 }

@@ -26,10 +26,13 @@ Examples:
   # Error rates by bits per item and hash count:
   seen calc --table --max-hashes 8
 
-Three layouts are compared: `blocked` is seen's default (seen dedup, the
-Redis backend, BF.RESERVE ... LAYOUT BLOCKED): all of an item's bits in one
-cache line, a little more memory for one cache miss per operation, sized so
-that the rate asked for is the rate measured. `classic` is the textbook
+Four layouts are compared: `blocked` is seen's default (seen dedup,
+BF.RESERVE ... LAYOUT BLOCKED): all of an item's bits in one cache line, a
+little more memory for one cache miss per operation, sized so that the rate
+asked for is the rate measured. `seen-redis` is the blocked layout as the
+Redis backend (`seen dedup --redis`) sizes it: fewer hashes for up to 10%
+more bits (each hash is work for Redis), in shards of at most 8 MiB whose
+size is rounded up to the allocator's size class. `classic` is the textbook
 filter at its best hash count. `redisbloom` is what BF.RESERVE makes (and
 RedisBloom itself): its own rounding of bits and hashes.")]
 pub(crate) struct CalcArgs {
@@ -131,6 +134,17 @@ fn size_for(n: u64, p: f64) -> Result<Value> {
         },
         // Very low rates need more hashes than one block can take.
         Err(e) => notes.push(format!("blocked layout: {e}")),
+    }
+    match seen_redis::Plan::new(n, p, seen_redis::DEFAULT_MAX_SHARD_BYTES) {
+        Ok(plan) => rows.push(layout_row(
+            "seen-redis",
+            plan.blocks() * sizing::BLOCK_BITS,
+            plan.shards * plan.shard_bytes(),
+            plan.hashes,
+            n,
+            sizing::blocked_fpp(plan.blocks(), plan.hashes, n),
+        )),
+        Err(e) => notes.push(format!("seen-redis: {e}")),
     }
     rows.push(layout_row(
         "classic",

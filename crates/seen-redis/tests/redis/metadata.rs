@@ -45,6 +45,7 @@ fn other_parameters_are_refused() {
             show(stored_plan),
             show(small),
         ),
+        (params.clone().hashes(6), "hashes", "4".into(), "6".into()),
     ];
     for (other, field, stored, requested) in cases {
         let e = RedisFilter::open_or_create(&t, "m", &other).unwrap_err();
@@ -64,6 +65,30 @@ fn other_parameters_are_refused() {
     let mut h = RedisFilter::open(&t, "m").unwrap();
     assert_eq!(h.metadata(), f.metadata());
     assert!(h.contains("kept").unwrap());
+    let mut same_k = RedisFilter::open_or_create(&t, "m", &params.clone().hashes(4)).unwrap();
+    assert!(same_k.contains("kept").unwrap());
+
+    // Hashes chosen by the caller: the smallest filter with that many.
+    let six = RedisFilter::open_or_create(&t, "six", &params.clone().hashes(6)).unwrap();
+    let (blocks, k) = seen_core::sizing::blocked_size(100_000, 0.01).unwrap();
+    assert_eq!(six.metadata().plan.hashes, k);
+    assert!(six.metadata().plan.blocks() >= blocks);
+    // Out of range, or too few to reach the rate (1 hash at 1e-9).
+    for p in [
+        params.clone().hashes(0),
+        params.clone().hashes(300),
+        FilterParams::new(100_000, 1e-9).hashes(1),
+    ] {
+        let k = p.hashes.unwrap();
+        let e = RedisFilter::open_or_create(&t, "bad-k", &p).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::InvalidParameter(_) | ErrorKind::Params(_)
+            ),
+            "{k}: {e}"
+        );
+    }
 }
 
 fn set_meta(server: &RedisServer, name: &str, value: &[u8]) {

@@ -269,6 +269,66 @@ fn wrong_types_are_typed_errors() {
 }
 
 #[test]
+fn large_calls_stream_in_step_and_error_replies_leave_the_connection_usable() {
+    let server = RedisServer::start();
+    let t = target(&server.url());
+    // Many shards and one call of 100,000 items: several rounds, each many
+    // commands and megabytes, sent while replies are read.
+    let params = FilterParams::new(200_000, 0.001).max_shard_bytes(64 << 10);
+    let mut f = RedisFilter::open_or_create(&t, "big", &params).unwrap();
+    let meta = *f.metadata();
+    assert!(meta.plan.shards >= 4, "{meta:?}");
+    let mem = reference(&meta);
+    let mut items = urls("big", 100_000);
+    items.extend_from_within(..5_000);
+    let got = f.add_many(&items).unwrap();
+    let want: Vec<bool> = items.iter().map(|i| mem.add(i)).collect();
+    assert_answers(&got, &want);
+    assert!(f.contains_many(&items).unwrap().iter().all(|&p| p));
+    let mut conn = server.conn();
+    assert_eq!(shard_bytes(&mut conn, &f), body_of(&mem));
+
+    // An error reply in the middle of a stream (one shard is not a string):
+    // the call fails with it, and the next call on the same handle gets its
+    // own replies, not the rest of the failed call's.
+    let shard = seen_redis::shard_key(b"big", 1);
+    let saved: Vec<u8> = redis::cmd("GET").arg(&shard).query(&mut conn).unwrap();
+    let _: () = redis::cmd("DEL").arg(&shard).query(&mut conn).unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&shard)
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    // (Fewer items than one round of commands, so that every command of
+    // the call was sent.)
+    let more = urls("more", 10_000);
+    let e = f.add_many(&more).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::WrongType { .. }), "{e}");
+    assert!(e.to_string().contains("seen:{big:1}:bits"), "{e}");
+    let _: () = redis::cmd("DEL").arg(&shard).query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&shard)
+        .arg(&saved)
+        .query(&mut conn)
+        .unwrap();
+    assert!(f.contains_many(&items).unwrap().iter().all(|&p| p));
+    let got = f.add_many(&more).unwrap();
+    // The failed call ran every command but shard 1's: those items are
+    // present now, the others new.
+    for (item, new) in more.iter().zip(&got) {
+        let (s, _) = meta.plan.locate(f.hash(item));
+        if s == 1 {
+            assert!(*new || mem.contains(item), "{item}");
+        } else {
+            assert!(!*new, "{item}: its command ran in the failed call");
+        }
+        mem.add(item);
+    }
+    assert!(f.contains_many(&more).unwrap().iter().all(|&p| p));
+    assert_eq!(shard_bytes(&mut conn, &f), body_of(&mem));
+}
+
+#[test]
 fn unreachable_redis_fails_within_the_retry_budget() {
     let port = crate::server::free_port(false);
     let t = target(&format!("redis://127.0.0.1:{port}"));

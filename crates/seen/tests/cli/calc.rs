@@ -29,6 +29,15 @@ fn size_for_capacity_and_rate() {
     assert_eq!(b["bytes"], blocks * 64);
     assert_eq!(b["hashes"], k);
     assert!(b["fpp"].as_f64().unwrap() <= 1e-4);
+    // The Redis backend: fewer hashes for at most 10% more bits, then
+    // shards rounded up to their allocation size class.
+    let r = layout(&v, "seen-redis");
+    let plan =
+        seen_redis::Plan::new(10_000_000, 1e-4, seen_redis::DEFAULT_MAX_SHARD_BYTES).unwrap();
+    assert_eq!(r["hashes"], plan.hashes);
+    assert_eq!(r["bits"], plan.blocks() * 512);
+    assert_eq!(r["bytes"], plan.shards * plan.shard_bytes());
+    assert!(plan.hashes < k && r["fpp"].as_f64().unwrap() <= 1e-4);
     let c = layout(&v, "classic");
     assert!(c["fpp"].as_f64().unwrap() <= 1e-4);
     // About 19.2 bits per item for a classic filter at 1e-4.
