@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seen_core::{
     AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Removal,
@@ -239,7 +239,34 @@ fn apply_removes(f: &mut AnyFilter, hashes: &[ItemHash]) -> Result<Vec<Removal>>
     }
 }
 
+/// What [`Store::open`] found and how long recovery took.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// Snapshots loaded.
+    pub snapshots: usize,
+    /// Time spent reading and decoding them.
+    pub snapshot_time: Duration,
+    /// Log records read (every valid record of every segment, including
+    /// those a snapshot already covers).
+    pub records: u64,
+    /// Bytes of log those records occupy.
+    pub log_bytes: u64,
+    /// Time spent reading the log and applying its records.
+    pub replay_time: Duration,
+}
+
+impl Recovery {
+    /// Log records replayed per second (0 without records).
+    pub fn replay_rate(&self) -> f64 {
+        if self.records == 0 {
+            return 0.0;
+        }
+        self.records as f64 / self.replay_time.as_secs_f64().max(1e-9)
+    }
+}
+
 struct Inner {
+    recovery: Recovery,
     fs: Arc<dyn Fs>,
     snap_dir: PathBuf,
     opts: StoreOptions,
@@ -313,6 +340,8 @@ impl Store {
             max_bytes: opts.max_filter_bytes,
         };
         // Snapshots.
+        let mut recovery = Recovery::default();
+        let snap_start = Instant::now();
         let mut by_id: HashMap<u64, (Vec<u8>, EntryState)> = HashMap::new();
         let mut max_lsn = 0u64;
         let mut max_id = 0u64;
@@ -329,6 +358,7 @@ impl Store {
             }
             match snapshot::read(&*fs, &path, &decode_opts) {
                 Ok(l) => {
+                    recovery.snapshots += 1;
                     max_lsn = max_lsn.max(l.lsn);
                     max_id = max_id.max(l.id);
                     by_id.insert(
@@ -350,7 +380,9 @@ impl Store {
                 Err(e) => return Err(e),
             }
         }
+        recovery.snapshot_time = snap_start.elapsed();
         // Log.
+        let replay_start = Instant::now();
         let mut segments: Vec<(u64, PathBuf)> = fs
             .list(&wal_dir)
             .map_err(|e| io_err("list", &wal_dir, e))?
@@ -375,18 +407,33 @@ impl Store {
                 }
             }
         }
+        // The last filter an add record named: its id, snapshot lsn, and
+        // whether its adds are batched. Records other than adds may change
+        // `by_id`, and forget it.
+        let mut hot: Option<(u64, u64, bool)> = None;
         let last_lsn = wal::read_all(&*fs, &segments, opts.salvage, |found| {
             replayed += 1;
+            recovery.log_bytes += found.bytes as u64;
             let lsn = found.lsn;
             let id = found.record.id();
             max_id = max_id.max(id);
-            if let Some((_, st)) = by_id.get(&id) {
-                if lsn <= st.snap_lsn {
+            if let Record::Add { id, hashes } = &found.record {
+                let (snap_lsn, batchable) = match hot {
+                    Some((hid, snap_lsn, batchable)) if hid == *id => (snap_lsn, batchable),
+                    _ => {
+                        let (snap_lsn, batchable) = match by_id.get(id) {
+                            Some((_, st)) => {
+                                (st.snap_lsn, matches!(st.filter, AnyFilter::Bloom(_)))
+                            }
+                            None => (0, false),
+                        };
+                        hot = Some((*id, snap_lsn, batchable));
+                        (snap_lsn, batchable)
+                    }
+                };
+                if lsn <= snap_lsn {
                     return Ok(()); // already in the snapshot
                 }
-            }
-            if let Record::Add { id, hashes } = &found.record {
-                let batchable = matches!(by_id.get(id), Some((_, st)) if matches!(st.filter, AnyFilter::Bloom(_)));
                 if batchable {
                     match &mut pending {
                         Some((pid, buf)) if pid == id && buf.len() < 4096 => {
@@ -398,6 +445,13 @@ impl Store {
                         }
                     }
                     return Ok(());
+                }
+            } else {
+                hot = None;
+            }
+            if let Some((_, st)) = by_id.get(&id) {
+                if lsn <= st.snap_lsn {
+                    return Ok(()); // already in the snapshot
                 }
             }
             flush(&mut by_id, &mut pending);
@@ -473,11 +527,17 @@ impl Store {
             Ok(())
         })?;
         flush(&mut by_id, &mut pending);
+        recovery.records = replayed as u64;
+        recovery.replay_time = replay_start.elapsed();
         tracing::info!(
-            "opened {}: {} filters, {} log records replayed",
+            "opened {}: {} filters; {} snapshots read in {:.3} s; {} log records ({} bytes) replayed in {:.3} s",
             dir.display(),
             by_id.len(),
-            replayed
+            recovery.snapshots,
+            recovery.snapshot_time.as_secs_f64(),
+            replayed,
+            recovery.log_bytes,
+            recovery.replay_time.as_secs_f64(),
         );
         let next_lsn = last_lsn.max(max_lsn) + 1;
         let wal = Wal::open(
@@ -501,6 +561,7 @@ impl Store {
         }
         Ok(Store {
             inner: Arc::new(Inner {
+                recovery,
                 fs,
                 snap_dir,
                 opts,
@@ -512,6 +573,12 @@ impl Store {
                 _lock: lock_file,
             }),
         })
+    }
+
+    /// What opening found: snapshots and log records, and the time each
+    /// took to read and apply.
+    pub fn recovery(&self) -> &Recovery {
+        &self.inner.recovery
     }
 
     fn entry(&self, name: &[u8]) -> Option<Arc<Entry>> {
@@ -756,7 +823,7 @@ impl Store {
 
     /// The add loop of both paths, in chunks small enough that the cache
     /// lines the check loads are still there when the chunk is applied:
-    /// check (prefetched a few items ahead, so that misses overlap), log
+    /// check (the next chunk prefetched meanwhile, so that misses overlap), log
     /// what can change the filter (every item with `log_all`), then apply;
     /// stops at the first error `apply` returns. Returns the answers and
     /// an lsn that covers every record they depend on (including the
@@ -772,9 +839,10 @@ impl Store {
         contains: impl Fn(ItemHash) -> bool,
         apply: impl Fn(&[ItemHash], &mut Vec<bool>) -> Option<seen_core::Error>,
     ) -> Result<(AddOutcome, u64)> {
-        const AHEAD: usize = 4;
-        const CHUNK: usize = 32;
-        for &h in hashes.iter().take(AHEAD) {
+        const CHUNK: usize = 16;
+        // The first chunk's lines are requested now, and each chunk's while
+        // the one before is checked and applied, so their misses overlap.
+        for &h in hashes.iter().take(CHUNK) {
             prefetch(h);
         }
         let mut outcome = AddOutcome {
@@ -783,12 +851,11 @@ impl Store {
         };
         let mut to_log = Vec::with_capacity(CHUNK);
         for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
-            let base = c * CHUNK;
+            for &h in hashes.iter().skip((c + 1) * CHUNK).take(CHUNK) {
+                prefetch(h);
+            }
             to_log.clear();
-            for (i, &h) in chunk.iter().enumerate() {
-                if let Some(&ahead) = hashes.get(base + i + AHEAD) {
-                    prefetch(ahead);
-                }
+            for &h in chunk {
                 if log_all || !contains(h) {
                     to_log.push(h);
                 }

@@ -481,6 +481,8 @@ fn wal_dir_of(w: &Wal) -> PathBuf {
 pub(crate) struct Found {
     pub(crate) record: Record,
     pub(crate) lsn: u64,
+    /// Bytes the record occupies in its segment (padding included).
+    pub(crate) bytes: usize,
 }
 
 /// Reads every segment in order. A bad record in the newest segment that
@@ -495,15 +497,18 @@ pub(crate) fn read_all(
     mut on_record: impl FnMut(Found) -> Result<()>,
 ) -> Result<u64> {
     let mut last_lsn = 0u64;
+    // One buffer for every segment, so that its pages are faulted in once.
+    let mut buf = Vec::new();
     for (i, (first, path)) in segments.iter().enumerate() {
         let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
         let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len() as usize;
         // Segments are mostly zeros past their last record: read only as
         // far as the records go.
+        buf.clear();
         let mut seg = Lazy {
             file: &file,
             len,
-            data: Vec::new(),
+            data: &mut buf,
         };
         let newest = i + 1 == segments.len();
         let mut off = 0usize;
@@ -530,14 +535,18 @@ pub(crate) fn read_all(
                         damaged(path, off, what, salvage)?;
                         break;
                     }
-                    on_record(Found { record, lsn })?;
+                    on_record(Found {
+                        record,
+                        lsn,
+                        bytes: used,
+                    })?;
                     last_lsn = lsn;
                     expect += 1;
                     off += used;
                 }
                 Parsed::Bad(what) => {
                     seg.ensure(len).map_err(|e| io_err("read", path, e))?;
-                    let later = valid_record_after(&seg.data, off + 8, expect);
+                    let later = valid_record_after(seg.data, off + 8, expect);
                     if newest && !later {
                         tracing::warn!(
                             "{}: torn record at offset {off} ({what}); the log ends at lsn {}",
@@ -583,7 +592,7 @@ fn damaged(path: &Path, off: usize, what: String, salvage: bool) -> Result<()> {
 struct Lazy<'a> {
     file: &'a std::fs::File,
     len: usize,
-    data: Vec<u8>,
+    data: &'a mut Vec<u8>,
 }
 
 impl Lazy<'_> {

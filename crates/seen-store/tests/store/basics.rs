@@ -287,3 +287,49 @@ fn redis_header_over_the_limit_is_refused() {
     assert!(err.to_string().contains("1048576"), "{err}");
     assert!(s.is_empty());
 }
+
+#[test]
+fn replay_of_interleaved_filters_and_recovery_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (items("a", 500), items("b", 500), items("c", 300));
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+        let r = s.recovery();
+        assert_eq!((r.snapshots, r.records, r.log_bytes), (0, 0, 0));
+        s.create(b"x", &bloom()).unwrap();
+        s.create(b"y", &bloom()).unwrap();
+        s.checkpoint().unwrap();
+        // One record per add, alternating between the filters; then "y" is
+        // deleted and created again (a new id) and filled with other items.
+        for (i, j) in a.iter().zip(&b) {
+            s.add(b"x", &[i.as_bytes()], None).unwrap();
+            s.add(b"y", &[j.as_bytes()], None).unwrap();
+        }
+        assert!(s.delete(b"y").unwrap());
+        s.create(b"y", &bloom()).unwrap();
+        for (i, k) in a.iter().zip(&c) {
+            s.add(b"y", &[k.as_bytes()], None).unwrap();
+            s.add(b"x", &[i.as_bytes()], None).unwrap(); // present: not logged
+        }
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    let r = s.recovery().clone();
+    assert_eq!(r.snapshots, 2, "{r:?}");
+    // 1,000 adds, a delete, a create, 300 adds; each add record of one
+    // hash is 48 bytes.
+    assert_eq!(r.records, 1302, "{r:?}");
+    assert!(r.log_bytes > 1300 * 48, "{r:?}");
+    assert!(r.replay_rate() > 0.0);
+    let all = |name: &[u8], v: &[String]| {
+        s.contains(name, &refs(v))
+            .unwrap()
+            .unwrap()
+            .iter()
+            .all(|&p| p)
+    };
+    assert!(all(b"x", &a));
+    assert!(all(b"y", &c));
+    // The first "y" is gone with its items (allowing false positives).
+    let old = s.contains(b"y", &refs(&b)).unwrap().unwrap();
+    assert!(old.iter().filter(|&&p| p).count() < 10);
+}
