@@ -771,13 +771,24 @@ impl Store {
         st: &EntryState,
         items: &[&[u8]],
     ) -> Result<Option<(AddOutcome, u64)>> {
-        let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+        // Small calls (most of a server's) hash onto the stack.
+        let mut stack = [ItemHash::default(); 32];
+        let heap: Vec<ItemHash>;
+        let hashes: &[ItemHash] = if items.len() <= stack.len() {
+            for (slot, item) in stack.iter_mut().zip(items) {
+                *slot = hash(&st.filter, item);
+            }
+            &stack[..items.len()]
+        } else {
+            heap = items.iter().map(|i| hash(&st.filter, i)).collect();
+            &heap
+        };
         match &st.filter {
             AnyFilter::Bloom(b) => self
                 .add_logged(
                     entry.id,
                     &st.dirty,
-                    &hashes,
+                    hashes,
                     false,
                     |h| b.prefetch(h),
                     |h| b.contains_hash(h),
@@ -800,7 +811,7 @@ impl Store {
                 self.add_logged(
                     entry.id,
                     &st.dirty,
-                    &hashes,
+                    hashes,
                     false,
                     |h| w.borrow().prefetch(h),
                     |h| w.borrow().contains_hash(h),
@@ -849,19 +860,20 @@ impl Store {
             new: Vec::with_capacity(hashes.len()),
             stopped: None,
         };
-        let mut to_log = Vec::with_capacity(CHUNK);
+        let mut to_log = [ItemHash::default(); CHUNK];
         for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
             for &h in hashes.iter().skip((c + 1) * CHUNK).take(CHUNK) {
                 prefetch(h);
             }
-            to_log.clear();
+            let mut n = 0;
             for &h in chunk {
                 if log_all || !contains(h) {
-                    to_log.push(h);
+                    to_log[n] = h;
+                    n += 1;
                 }
             }
-            if !to_log.is_empty() {
-                self.inner.wal.append_hashes(2, id, &to_log)?;
+            if n > 0 {
+                self.inner.wal.append_hashes(2, id, &to_log[..n])?;
                 dirty.store(true, Ordering::Relaxed);
                 fence(Ordering::Release);
             }
