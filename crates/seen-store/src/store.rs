@@ -17,7 +17,7 @@ use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::snapshot;
-use crate::wal::{self, FsyncPolicy, Wal};
+use crate::wal::{self, FsyncPolicy, Rec, Wal};
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
@@ -417,7 +417,12 @@ impl Store {
             let lsn = found.lsn;
             let id = found.record.id();
             max_id = max_id.max(id);
-            if let Record::Add { id, hashes } = &found.record {
+            if let Rec::Hashes {
+                add: true,
+                id,
+                hashes,
+            } = &found.record
+            {
                 let (snap_lsn, batchable) = match hot {
                     Some((hid, snap_lsn, batchable)) if hid == *id => (snap_lsn, batchable),
                     _ => {
@@ -437,11 +442,11 @@ impl Store {
                 if batchable {
                     match &mut pending {
                         Some((pid, buf)) if pid == id && buf.len() < 4096 => {
-                            buf.extend_from_slice(hashes);
+                            buf.extend(hashes.iter());
                         }
                         _ => {
                             flush(&mut by_id, &mut pending);
-                            pending = Some((*id, hashes.clone()));
+                            pending = Some((*id, hashes.to_vec()));
                         }
                     }
                     return Ok(());
@@ -455,7 +460,21 @@ impl Store {
                 }
             }
             flush(&mut by_id, &mut pending);
-            match found.record {
+            let record = match found.record {
+                Rec::Hashes { add, id, hashes } => {
+                    if let Some((_, st)) = by_id.get_mut(&id) {
+                        if add {
+                            apply_adds(&mut st.filter, &hashes.to_vec());
+                        } else {
+                            let _ = apply_removes(&mut st.filter, &hashes.to_vec());
+                        }
+                        st.dirty.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(());
+                }
+                Rec::Other(record) => record,
+            };
+            match record {
                 Record::Create { id, spec, name } => {
                     if by_id.contains_key(&id) {
                         return Ok(());
@@ -474,17 +493,8 @@ impl Store {
                         ),
                     );
                 }
-                Record::Add { id, hashes } => {
-                    if let Some((_, st)) = by_id.get_mut(&id) {
-                        apply_adds(&mut st.filter, &hashes);
-                        st.dirty.store(true, Ordering::Relaxed);
-                    }
-                }
-                Record::Remove { id, hashes } => {
-                    if let Some((_, st)) = by_id.get_mut(&id) {
-                        let _ = apply_removes(&mut st.filter, &hashes);
-                        st.dirty.store(true, Ordering::Relaxed);
-                    }
+                Record::Add { .. } | Record::Remove { .. } => {
+                    unreachable!("the log reader yields adds and removes as hashes")
                 }
                 Record::Delete { id } => {
                     by_id.remove(&id);

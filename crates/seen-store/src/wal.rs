@@ -28,7 +28,7 @@ use memmap2::MmapMut;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
-use crate::record::{parse, Parsed, Record};
+use crate::record::{parse, HashBytes, Parsed, Record};
 use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
@@ -478,11 +478,31 @@ fn wal_dir_of(w: &Wal) -> PathBuf {
 }
 
 /// One record found while reading the log.
-pub(crate) struct Found {
-    pub(crate) record: Record,
+pub(crate) struct Found<'a> {
+    pub(crate) record: Rec<'a>,
     pub(crate) lsn: u64,
     /// Bytes the record occupies in its segment (padding included).
     pub(crate) bytes: usize,
+}
+
+/// A record found in the log: an add or remove (hashes read in place), or
+/// any other record.
+pub(crate) enum Rec<'a> {
+    Hashes {
+        add: bool,
+        id: u64,
+        hashes: HashBytes<'a>,
+    },
+    Other(Record),
+}
+
+impl Rec<'_> {
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            Rec::Hashes { id, .. } => *id,
+            Rec::Other(r) => r.id(),
+        }
+    }
 }
 
 /// Reads every segment in order. A bad record in the newest segment that
@@ -494,22 +514,27 @@ pub(crate) fn read_all(
     fs: &dyn Fs,
     segments: &[(u64, PathBuf)],
     salvage: bool,
-    mut on_record: impl FnMut(Found) -> Result<()>,
+    mut on_record: impl FnMut(Found<'_>) -> Result<()>,
 ) -> Result<u64> {
     let mut last_lsn = 0u64;
-    // One buffer for every segment, so that its pages are faulted in once.
-    let mut buf = Vec::new();
     for (i, (first, path)) in segments.iter().enumerate() {
         let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
-        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len() as usize;
-        // Segments are mostly zeros past their last record: read only as
-        // far as the records go.
-        buf.clear();
-        let mut seg = Lazy {
-            file: &file,
-            len,
-            data: &mut buf,
+        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
+        // The segment is mapped, not copied: records are parsed where the
+        // page cache holds them, and only the pages up to the last record
+        // (segments are mostly zeros past it) are ever touched.
+        let map = if len == 0 {
+            None
+        } else {
+            // SAFETY: the data directory is locked by this store (see
+            // `Store::open`), so no other store changes the file while it
+            // is mapped; the map is read-only and dropped before this
+            // function returns.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", path, e))?;
+            let _ = map.advise(memmap2::Advice::Sequential);
+            Some(map)
         };
+        let data: &[u8] = map.as_deref().unwrap_or(&[]);
         let newest = i + 1 == segments.len();
         let mut off = 0usize;
         let mut expect = *first;
@@ -520,16 +545,20 @@ pub(crate) fn read_all(
             damaged(path, 0, what, salvage)?;
         }
         loop {
-            seg.ensure(off + 8).map_err(|e| io_err("read", path, e))?;
-            if seg.data.len() >= off + 8 {
-                let rec_len = u32::from_le_bytes(seg.data[off..off + 4].try_into().expect("4"));
-                seg.ensure(off + 8 + rec_len as usize)
-                    .map_err(|e| io_err("read", path, e))?;
-            }
-            let data = &seg.data;
             match parse(&data[off.min(data.len())..]) {
                 Parsed::End => break,
-                Parsed::Record(record, lsn, used) => {
+                parsed @ (Parsed::Record(..) | Parsed::Hashes { .. }) => {
+                    let (record, lsn, used) = match parsed {
+                        Parsed::Record(r, lsn, used) => (Rec::Other(r), lsn, used),
+                        Parsed::Hashes {
+                            add,
+                            id,
+                            hashes,
+                            lsn,
+                            used,
+                        } => (Rec::Hashes { add, id, hashes }, lsn, used),
+                        _ => unreachable!("matched above"),
+                    };
                     if lsn != expect {
                         let what = format!("record lsn {lsn} where {expect} was expected");
                         damaged(path, off, what, salvage)?;
@@ -545,8 +574,7 @@ pub(crate) fn read_all(
                     off += used;
                 }
                 Parsed::Bad(what) => {
-                    seg.ensure(len).map_err(|e| io_err("read", path, e))?;
-                    let later = valid_record_after(seg.data, off + 8, expect);
+                    let later = valid_record_after(data, off + 8, expect);
                     if newest && !later {
                         tracing::warn!(
                             "{}: torn record at offset {off} ({what}); the log ends at lsn {}",
@@ -556,7 +584,7 @@ pub(crate) fn read_all(
                         // Zero the torn bytes, so that a later recovery does
                         // not mistake them for corruption once newer
                         // segments follow.
-                        if let Some(last) = seg.data[off..].iter().rposition(|&b| b != 0) {
+                        if let Some(last) = data[off..].iter().rposition(|&b| b != 0) {
                             zero_range(fs, path, off as u64, last + 1)?;
                         }
                         break;
@@ -588,29 +616,6 @@ fn damaged(path: &Path, off: usize, what: String, salvage: bool) -> Result<()> {
     .into())
 }
 
-/// A segment file read on demand, in growing chunks.
-struct Lazy<'a> {
-    file: &'a std::fs::File,
-    len: usize,
-    data: &'a mut Vec<u8>,
-}
-
-impl Lazy<'_> {
-    /// Makes at least `upto` bytes (or the whole file) available.
-    fn ensure(&mut self, upto: usize) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let upto = upto.min(self.len);
-        if self.data.len() >= upto {
-            return Ok(());
-        }
-        let target = upto.max(self.data.len() * 2).max(1 << 20).min(self.len);
-        let start = self.data.len();
-        self.data.resize(target, 0);
-        self.file
-            .read_exact_at(&mut self.data[start..], start as u64)
-    }
-}
-
 /// Overwrites `len` bytes at `offset` of a segment with zeros, durably.
 fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
     use std::os::unix::fs::FileExt;
@@ -626,7 +631,7 @@ fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
 fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
     let mut off = from.next_multiple_of(8);
     while off + 8 <= data.len() {
-        if let Parsed::Record(_, lsn, _) = parse(&data[off..]) {
+        if let Some(lsn) = parse(&data[off..]).lsn() {
             if lsn >= min_lsn {
                 return true;
             }
@@ -667,18 +672,20 @@ mod tests {
         let mut seen = Vec::new();
         let segments = vec![(1, dir.path().join(segment_name(1)))];
         read_all(&*fs, &segments, false, |f| {
-            seen.push((f.lsn, f.record));
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add or remove");
+            };
+            seen.push((f.lsn, add, id, hashes.to_vec()));
             Ok(())
         })
         .unwrap();
-        assert_eq!(seen.len(), 3);
-        assert_eq!(seen[0].1, seen[1].1);
         assert_eq!(
-            seen[2].1,
-            Record::Remove {
-                id: 9,
-                hashes: hashes[..1].to_vec()
-            }
+            seen,
+            vec![
+                (1, true, 9, hashes.clone()),
+                (2, true, 9, hashes.clone()),
+                (3, false, 9, hashes[..1].to_vec()),
+            ]
         );
         let data = std::fs::read(&segments[0].1).unwrap();
         let enc = Record::Add { id: 9, hashes }.encode(1);
