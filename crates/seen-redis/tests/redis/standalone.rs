@@ -329,6 +329,40 @@ fn large_calls_stream_in_step_and_error_replies_leave_the_connection_usable() {
 }
 
 #[test]
+fn a_unix_socket_target_streams_the_same_answers() {
+    let sock_dir = tempfile::tempdir().unwrap();
+    let sock = sock_dir.path().join("redis.sock");
+    let sock_arg = sock.to_str().unwrap();
+    let server = RedisServer::start_with(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--unixsocket",
+            sock_arg,
+            "--unixsocketperm",
+            "700",
+        ],
+        false,
+    );
+    let unix = target(&format!("redis+unix://{sock_arg}"));
+    let params = FilterParams::new(50_000, 0.01).max_shard_bytes(8192);
+    let mut f = RedisFilter::open_or_create(&unix, "sock", &params).unwrap();
+    let mem = reference(f.metadata());
+    let items = urls("sock", 30_000);
+    let got = f.add_many(&items).unwrap();
+    let want: Vec<bool> = items.iter().map(|i| mem.add(i)).collect();
+    assert_answers(&got, &want);
+    // The same filter over TCP sees every item.
+    let mut tcp = RedisFilter::open(&target(&server.url()), "sock").unwrap();
+    assert!(tcp.contains_many(&items).unwrap().iter().all(|&p| p));
+    assert!(f.contains_many(&items).unwrap().iter().all(|&p| p));
+    let mut conn = server.conn();
+    assert_eq!(shard_bytes(&mut conn, &f), body_of(&mem));
+}
+
+#[test]
 fn unreachable_redis_fails_within_the_retry_budget() {
     let port = crate::server::free_port(false);
     let t = target(&format!("redis://127.0.0.1:{port}"));
