@@ -724,9 +724,26 @@ fn check_params(name: &[u8], stored: &Metadata, params: &FilterParams, plan: Pla
             ));
         }
     }
-    if params.max_shard_bytes.is_some() && stored.plan != plan {
-        let show = |p: &Plan| format!("{} shards of {} bytes", p.shards, p.shard_bytes());
-        return Err(mismatch("layout", show(&stored.plan), show(&plan)));
+    if let Some(max) = params.max_shard_bytes {
+        // The shards these parameters give with the filter's own hash
+        // count: a filter sized by another rule for the hash count (an
+        // older release's, or `hashes` set by its creator) still opens.
+        let expected = match params.hashes {
+            Some(_) => plan,
+            None => Plan::with_hashes(params.capacity, params.error_rate, max, stored.plan.hashes)
+                .unwrap_or(plan),
+        };
+        if stored.plan != expected {
+            let show = |p: &Plan| {
+                format!(
+                    "{} shards of {} bytes, {} hashes",
+                    p.shards,
+                    p.shard_bytes(),
+                    p.hashes
+                )
+            };
+            return Err(mismatch("layout", show(&stored.plan), show(&expected)));
+        }
     }
     Ok(())
 }

@@ -101,7 +101,24 @@ impl Plan {
     pub fn new(capacity: u64, error_rate: f64, max_shard_bytes: u64) -> Result<Plan> {
         check_shard_bytes(max_shard_bytes)?;
         let (blocks, hashes) = fewest_hashes(capacity, error_rate)?;
-        Plan::shape(capacity, error_rate, max_shard_bytes, blocks, hashes)
+        match Plan::shape(capacity, error_rate, max_shard_bytes, blocks, hashes) {
+            Ok(plan) => Ok(plan),
+            // Up to 10% larger can be too many shards where the smallest
+            // filter is not: then the smallest filter it is.
+            Err(e) => {
+                let (min_blocks, min_hashes) = sizing::blocked_size(capacity, error_rate)?;
+                if (min_blocks, min_hashes) == (blocks, hashes) {
+                    return Err(e);
+                }
+                Plan::shape(
+                    capacity,
+                    error_rate,
+                    max_shard_bytes,
+                    min_blocks,
+                    min_hashes,
+                )
+            }
+        }
     }
 
     /// As [`Plan::new`], with exactly `hashes` hashes: the fewest blocks
@@ -327,6 +344,13 @@ mod tests {
             // Never more than one shard beyond what the size needs.
             assert_eq!(plan.shards, need.div_ceil(max / BLOCK_BYTES));
         }
+        // Where the 10% larger filter needs too many shards, the smallest
+        // filter is taken.
+        let (n, p) = (49_500_000u64, 0.01);
+        let (best, best_k) = sizing::blocked_size(n, p).unwrap();
+        assert!(best <= MAX_SHARDS && best * 11 / 10 > MAX_SHARDS);
+        let tight = Plan::new(n, p, 64).unwrap();
+        assert_eq!((tight.blocks(), tight.hashes), (best, best_k));
         let big = Plan::new(1_000_000_000, 0.0001, DEFAULT_MAX_SHARD_BYTES).unwrap();
         assert_eq!(big.shard_bytes(), (8 << 20) - 64);
         assert!(big.shards > 250, "{big:?}");

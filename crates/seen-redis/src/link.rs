@@ -256,7 +256,12 @@ fn stream(
             sent_bytes = ends[upto - 1];
             continue;
         }
-        values.push(conn.recv_response().map_err(|e| (e, true))?);
+        match conn.recv_response().map_err(|e| (e, true))? {
+            // Out-of-band (RESP3) pushes are not replies: counting one as
+            // a reply would leave a reply unread on the connection.
+            Value::Push { .. } => {}
+            value => values.push(value),
+        }
     }
     Ok(values)
 }

@@ -68,6 +68,16 @@ fn other_parameters_are_refused() {
     let mut same_k = RedisFilter::open_or_create(&t, "m", &params.clone().hashes(4)).unwrap();
     assert!(same_k.contains("kept").unwrap());
 
+    // A filter sized by another hash-count rule (an older release made the
+    // smallest filter, 6 hashes at 1%) opens with the same parameters, the
+    // shard size spelled out too.
+    let old = FilterParams::new(100_000, 0.01).max_shard_bytes(1 << 20);
+    RedisFilter::open_or_create(&t, "old", &old.clone().hashes(6)).unwrap();
+    let reopened = RedisFilter::open_or_create(&t, "old", &old).unwrap();
+    assert_eq!(reopened.metadata().plan.hashes, 6);
+    let e = RedisFilter::open_or_create(&t, "old", &old.clone().max_shard_bytes(4096)).unwrap_err();
+    assert!(e.to_string().contains("6 hashes"), "{e}");
+
     // Hashes chosen by the caller: the smallest filter with that many.
     let six = RedisFilter::open_or_create(&t, "six", &params.clone().hashes(6)).unwrap();
     let (blocks, k) = seen_core::sizing::blocked_size(100_000, 0.01).unwrap();
