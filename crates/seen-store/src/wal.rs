@@ -528,13 +528,16 @@ pub(crate) fn read_all(
         } else {
             // SAFETY: the data directory is locked by this store (see
             // `Store::open`), so no other store changes the file while it
-            // is mapped; the map is read-only and dropped before this
-            // function returns.
+            // is mapped; the map is read-only and dropped before the torn
+            // tail, if any, is zeroed. (As with the writer's map, a disk
+            // read error or another program truncating the file under us
+            // is a SIGBUS, not an error.)
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", path, e))?;
             let _ = map.advise(memmap2::Advice::Sequential);
             Some(map)
         };
         let data: &[u8] = map.as_deref().unwrap_or(&[]);
+        let mut torn = None;
         let newest = i + 1 == segments.len();
         let mut off = 0usize;
         let mut expect = *first;
@@ -581,18 +584,23 @@ pub(crate) fn read_all(
                             path.display(),
                             expect - 1
                         );
-                        // Zero the torn bytes, so that a later recovery does
-                        // not mistake them for corruption once newer
-                        // segments follow.
-                        if let Some(last) = data[off..].iter().rposition(|&b| b != 0) {
-                            zero_range(fs, path, off as u64, last + 1)?;
-                        }
+                        // Zero the torn bytes (once the map is gone), so
+                        // that a later recovery does not mistake them for
+                        // corruption once newer segments follow.
+                        torn = data[off..]
+                            .iter()
+                            .rposition(|&b| b != 0)
+                            .map(|last| (off as u64, last + 1));
                         break;
                     }
                     damaged(path, off, what, salvage)?;
                     break;
                 }
             }
+        }
+        drop(map);
+        if let Some((offset, len)) = torn {
+            zero_range(fs, path, offset, len)?;
         }
     }
     Ok(last_lsn)
