@@ -305,6 +305,42 @@ impl RawFilter {
         }
     }
 
+    /// Blocked layout: the block an item's bits are in (`None` for the
+    /// classic layout).
+    #[inline]
+    pub(crate) fn block_of(&self, h: ItemHash) -> Option<usize> {
+        match self.layout {
+            Layout::Blocked => Some(self.block_index(h)),
+            Layout::Classic => None,
+        }
+    }
+
+    /// Number of blocks (blocked layout).
+    pub(crate) fn block_count(&self) -> usize {
+        self.size as usize
+    }
+
+    /// Blocked layout: sets the item's bits with plain loads and stores
+    /// through `&self`, for callers that hold the filter exclusively and
+    /// have split its blocks between threads, so that no other thread
+    /// touches this item's block meanwhile. Returns whether any bit was
+    /// unset.
+    #[inline]
+    pub(crate) fn add_in_own_block(&self, h: ItemHash) -> bool {
+        debug_assert_eq!(self.layout, Layout::Blocked);
+        let block = self.map.block(self.block_index(h));
+        let mask = block_mask(h.hi, self.hashes);
+        let mut new = false;
+        for (w, m) in block.0.iter().zip(mask) {
+            let v = w.load(Ordering::Relaxed);
+            if v & m != m {
+                new = true;
+                w.store(v | m, Ordering::Relaxed);
+            }
+        }
+        new
+    }
+
     /// Number of set bits among the addressable ones.
     pub(crate) fn count_ones(&self) -> u64 {
         match self.layout {

@@ -187,6 +187,15 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
     }
 }
 
+/// Hashes gathered from consecutive add records of one fixed-size filter
+/// before they are applied together on replay.
+const REPLAY_BATCH: usize = 1 << 16;
+
+/// Threads that apply replayed adds to one filter: the cores, at most 4.
+fn replay_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
 /// Applies adds in order, stopping at the first error.
 fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
     if let AnyFilter::Bloom(b) = f {
@@ -393,8 +402,9 @@ impl Store {
         let mut deleted = Vec::new();
         let mut replayed = 0usize;
         // Consecutive adds to the same fixed-size filter are applied as one
-        // batch (with prefetching); they cannot fail, so batching them
-        // changes nothing but speed.
+        // batch (prefetched, its blocks split between the cores); they
+        // cannot fail, and an item's repeats keep their order, so batching
+        // them changes nothing but speed.
         let mut pending: Option<(u64, Vec<ItemHash>)> = None;
         fn flush(
             by_id: &mut HashMap<u64, (Vec<u8>, EntryState)>,
@@ -402,7 +412,16 @@ impl Store {
         ) {
             if let Some((id, hashes)) = pending.take() {
                 if let Some((_, st)) = by_id.get_mut(&id) {
-                    apply_adds(&mut st.filter, &hashes);
+                    match &mut st.filter {
+                        // Two cores' memory misses overlap (see
+                        // `add_hashes_mut_parallel`).
+                        AnyFilter::Bloom(b) => {
+                            b.add_hashes_mut_parallel(&hashes, replay_threads());
+                        }
+                        f => {
+                            apply_adds(f, &hashes);
+                        }
+                    }
                     st.dirty.store(true, Ordering::Relaxed);
                 }
             }
@@ -441,7 +460,7 @@ impl Store {
                 }
                 if batchable {
                     match &mut pending {
-                        Some((pid, buf)) if pid == id && buf.len() < 4096 => {
+                        Some((pid, buf)) if pid == id && buf.len() < REPLAY_BATCH => {
                             buf.extend(hashes.iter());
                         }
                         _ => {

@@ -70,6 +70,29 @@ proptest! {
     }
 
     #[test]
+    fn parallel_replay_adds_match_one_by_one(
+        layout in layouts(),
+        seeds in prop::collection::vec(0u32..6_000, 8_192..12_000),
+        threads in 1usize..5,
+    ) {
+        // Many repeats (6,000 distinct items among 8,192 or more), so that
+        // an item's first add and its repeats must keep their order.
+        let mut par = BloomFilter::builder(4_000, 0.01).layout(layout).build().unwrap();
+        let mut seq = BloomFilter::builder(4_000, 0.01).layout(layout).build().unwrap();
+        let hashes: Vec<_> = seeds.iter().map(|i| seq.hash(i.to_le_bytes())).collect();
+        let mut new = 0u64;
+        for &h in &hashes {
+            new += seq.add_hash_mut(h) as u64;
+        }
+        prop_assert_eq!(par.add_hashes_mut_parallel(&hashes, threads), new);
+        prop_assert_eq!(par.len(), seq.len());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        par.encode(&mut a).unwrap();
+        seq.encode(&mut b).unwrap();
+        prop_assert_eq!(a, b);
+    }
+
+    #[test]
     fn union_keeps_both_sides(
         layout in layouts(),
         left in items(),
