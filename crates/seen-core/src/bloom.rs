@@ -490,7 +490,11 @@ impl BloomFilter {
         };
     }
 
-    pub(crate) fn set_len(&mut self, items: u64) {
+    /// Sets the count of adds that answered "new" ([`len`](Self::len)):
+    /// for a storage layer that recorded the count apart from the bits (a
+    /// snapshot copied while adds went on) and restores it once replay has
+    /// caught up with it.
+    pub fn set_len(&mut self, items: u64) {
         *self.items.get_mut() = items;
     }
 

@@ -27,8 +27,12 @@
 //! its items before it sets their bits, and whoever then finds an item
 //! present waits for a log position that covers that record. Everything
 //! else (counting filters, chains near a sub-filter's capacity, removes,
-//! expiry, checkpoints) holds the filter exclusively, in log order. Many
-//! writers waiting for `Always` share each fsync (group commit).
+//! expiry) holds the filter exclusively, in log order. Many writers waiting
+//! for `Always` share each fsync (group commit). A checkpoint copies a
+//! fixed-size Bloom filter while its writers go on (two brief exclusive
+//! moments, to read the log position before the copy and the count after
+//! it; replay over the copy restores the rest), and encodes other filters
+//! under their lock.
 //!
 //! What each policy can lose (see docs/FORMAT.md for the formats):
 //!
@@ -80,6 +84,10 @@ pub struct SnapshotFile {
     pub expire_at_ms: Option<i64>,
     /// The filter.
     pub filter: seen_core::AnyFilter,
+    /// For a snapshot copied while adds went on: `(count lsn, count)`, the
+    /// filter's count once the log is replayed up to the count lsn (the
+    /// count in `filter` is the one read during the copy).
+    pub count_after_replay: Option<(u64, u64)>,
 }
 
 /// Reads one snapshot file (`<data dir>/snapshots/<id>.snap`), checking
@@ -94,5 +102,6 @@ pub fn read_snapshot(
         lsn: l.lsn,
         expire_at_ms: (l.expire_at_ms != 0).then_some(l.expire_at_ms),
         filter: l.filter,
+        count_after_replay: l.count_fix,
     })
 }

@@ -1,10 +1,17 @@
 //! Snapshot files: one filter, its name, expiry and the lsn it covers.
 //!
 //! ```text
-//! magic "SEENSNAP", u16 version (1), u16 reserved, u32 name length,
+//! magic "SEENSNAP", u16 version (2), u16 reserved, u32 name length,
 //! u64 filter id, u64 lsn, i64 expiry (unix ms, 0 = none), name bytes,
-//! u32 CRC-32 of all the above, then the filter in the seen byte format
+//! u32 CRC-32 of all the above, then the filter in the seen byte format,
+//! then (version 2) u64 count lsn, u64 count, u32 CRC-32 of those 16 bytes
 //! ```
+//!
+//! A count lsn of 0 says the bits are the filter at `lsn`. Otherwise the
+//! bits were copied while adds went on: they hold every add up to `lsn`
+//! and some after it, and the filter's count is `count` once every record
+//! up to the count lsn has been replayed over them. Version 1 files (no
+//! trailer) are still read.
 //!
 //! Written to `<id>.snap.tmp`, synced, renamed over `<id>.snap`, and the
 //! directory synced: a crash leaves either the old snapshot or the new one.
@@ -17,7 +24,8 @@ use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
 
 const MAGIC: [u8; 8] = *b"SEENSNAP";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+const TRAILER: usize = 20;
 const FIXED: usize = 40;
 
 /// A filter as loaded from its snapshot.
@@ -27,6 +35,19 @@ pub(crate) struct Loaded {
     pub(crate) expire_at_ms: i64,
     pub(crate) name: Vec<u8>,
     pub(crate) filter: AnyFilter,
+    /// `(count lsn, count)` of a snapshot copied while adds went on.
+    pub(crate) count_fix: Option<(u64, u64)>,
+}
+
+/// The trailer: the count lsn (0 for a snapshot taken with writers held
+/// off) and the count that holds once the log is replayed up to it.
+pub(crate) fn trailer(count_lsn: u64, count: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(TRAILER);
+    b.extend_from_slice(&count_lsn.to_le_bytes());
+    b.extend_from_slice(&count.to_le_bytes());
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
 }
 
 pub(crate) fn file_name(id: u64) -> String {
@@ -112,6 +133,21 @@ pub(crate) fn begin(
     }
 }
 
+impl Pending {
+    /// Appends the trailer (see [`trailer`]).
+    pub(crate) fn finish_body(&mut self, trailer: &[u8]) -> Result<()> {
+        self.file
+            .write_all(trailer)
+            .map_err(|e| io_err("write", &self.tmp, e))
+    }
+
+    /// Removes the temp file of a snapshot given up.
+    pub(crate) fn abandon(self, fs: &dyn Fs) {
+        drop(self.file);
+        let _ = fs.remove(&self.tmp);
+    }
+}
+
 /// Makes a snapshot durable: sync, rename over the old one, sync the
 /// directory. A crash leaves either the old snapshot or the new one.
 pub(crate) fn finish(fs: &dyn Fs, dir: &Path, p: Pending) -> Result<PathBuf> {
@@ -148,7 +184,7 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         return Err(corrupt(0, "not a seen snapshot (bad magic)".into()));
     }
     let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-    if version != VERSION {
+    if version != 1 && version != VERSION {
         return Err(corrupt(
             8,
             format!("snapshot version {version}, this build reads {VERSION}"),
@@ -175,6 +211,30 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
     let body_at = (FIXED + name_len + 4) as u64;
     let filter = seen_core::decode(&mut r, opts)
         .map_err(|e| corrupt(body_at, format!("filter data: {e}")))?;
+    let mut count_fix = None;
+    if version >= 2 {
+        let mut t = [0u8; TRAILER];
+        std::io::Read::read_exact(&mut r, &mut t)
+            .map_err(|e| corrupt(body_at, format!("snapshot trailer after the filter: {e}")))?;
+        let stored = u32::from_le_bytes(t[16..20].try_into().expect("4"));
+        if crc32fast::hash(&t[..16]) != stored {
+            return Err(corrupt(
+                body_at,
+                "snapshot trailer checksum mismatch".into(),
+            ));
+        }
+        let count_lsn = u64::from_le_bytes(t[..8].try_into().expect("8"));
+        let count = u64::from_le_bytes(t[8..16].try_into().expect("8"));
+        if count_lsn != 0 {
+            if count_lsn < lsn || !matches!(filter, AnyFilter::Bloom(_)) {
+                return Err(corrupt(
+                    body_at,
+                    format!("snapshot trailer: count lsn {count_lsn} with lsn {lsn}"),
+                ));
+            }
+            count_fix = Some((count_lsn, count));
+        }
+    }
     rest.truncate(name_len);
     Ok(Loaded {
         id,
@@ -182,5 +242,6 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         expire_at_ms,
         name: rest,
         filter,
+        count_fix,
     })
 }

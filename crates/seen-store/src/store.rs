@@ -187,6 +187,10 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
     }
 }
 
+/// How long [`Store::open`] waits for the directory's lock before it fails
+/// with [`ErrorKind::Locked`].
+const LOCK_WAIT: Duration = Duration::from_millis(500);
+
 /// Hashes gathered from consecutive add records of one fixed-size filter
 /// before they are applied together on replay.
 const REPLAY_BATCH: usize = 1 << 16;
@@ -339,11 +343,22 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .map_err(|e| io_err("open", &lock_path, e))?;
-        rustix::fs::flock(
+        // Another store holding the directory is an error, after a short
+        // wait: a process that just closed its store can still share the
+        // lock for a moment through a child it was forking (the child's
+        // copy of the descriptor closes when it executes).
+        let lock_deadline = Instant::now() + LOCK_WAIT;
+        while rustix::fs::flock(
             &lock_file,
             rustix::fs::FlockOperation::NonBlockingLockExclusive,
         )
-        .map_err(|_| ErrorKind::Locked(dir.clone()))?;
+        .is_err()
+        {
+            if Instant::now() >= lock_deadline {
+                return Err(ErrorKind::Locked(dir.clone()).into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
 
         let decode_opts = DecodeOptions {
             max_bytes: opts.max_filter_bytes,
@@ -352,6 +367,9 @@ impl Store {
         let mut recovery = Recovery::default();
         let snap_start = Instant::now();
         let mut by_id: HashMap<u64, (Vec<u8>, EntryState)> = HashMap::new();
+        // Snapshots copied while adds went on: (count lsn, count) by id; the
+        // count holds once replay has passed the count lsn.
+        let mut count_fixes: HashMap<u64, (u64, u64)> = HashMap::new();
         let mut max_lsn = 0u64;
         let mut max_id = 0u64;
         for path in fs
@@ -368,6 +386,9 @@ impl Store {
             match snapshot::read(&*fs, &path, &decode_opts) {
                 Ok(l) => {
                     recovery.snapshots += 1;
+                    if let Some(fix) = l.count_fix {
+                        count_fixes.insert(l.id, fix);
+                    }
                     max_lsn = max_lsn.max(l.lsn);
                     max_id = max_id.max(l.id);
                     by_id.insert(
@@ -426,10 +447,28 @@ impl Store {
                 }
             }
         }
-        // The last filter an add record named: its id, snapshot lsn, and
-        // whether its adds are batched. Records other than adds may change
-        // `by_id`, and forget it.
-        let mut hot: Option<(u64, u64, bool)> = None;
+        /// Sets the count a snapshot recorded, once everything it counts is
+        /// replayed (pending adds first).
+        fn fix_count(
+            by_id: &mut HashMap<u64, (Vec<u8>, EntryState)>,
+            pending: &mut Option<(u64, Vec<ItemHash>)>,
+            fixes: &mut HashMap<u64, (u64, u64)>,
+            id: u64,
+        ) {
+            if let Some((_, count)) = fixes.remove(&id) {
+                flush(by_id, pending);
+                if let Some((_, st)) = by_id.get_mut(&id) {
+                    if let AnyFilter::Bloom(b) = &mut st.filter {
+                        b.set_len(count);
+                    }
+                }
+            }
+        }
+        // The last filter an add record named: its id, snapshot lsn, whether
+        // its adds are batched, and the lsn after which its count is fixed
+        // (`u64::MAX` for none). Records other than adds may change `by_id`,
+        // and forget it.
+        let mut hot: Option<(u64, u64, bool, u64)> = None;
         let last_lsn = wal::read_all(&*fs, &segments, opts.salvage, |found| {
             replayed += 1;
             recovery.log_bytes += found.bytes as u64;
@@ -442,8 +481,10 @@ impl Store {
                 hashes,
             } = &found.record
             {
-                let (snap_lsn, batchable) = match hot {
-                    Some((hid, snap_lsn, batchable)) if hid == *id => (snap_lsn, batchable),
+                let (snap_lsn, batchable, fix_lsn) = match hot {
+                    Some((hid, snap_lsn, batchable, fix_lsn)) if hid == *id => {
+                        (snap_lsn, batchable, fix_lsn)
+                    }
                     _ => {
                         let (snap_lsn, batchable) = match by_id.get(id) {
                             Some((_, st)) => {
@@ -451,12 +492,17 @@ impl Store {
                             }
                             None => (0, false),
                         };
-                        hot = Some((*id, snap_lsn, batchable));
-                        (snap_lsn, batchable)
+                        let fix_lsn = count_fixes.get(id).map_or(u64::MAX, |f| f.0);
+                        hot = Some((*id, snap_lsn, batchable, fix_lsn));
+                        (snap_lsn, batchable, fix_lsn)
                     }
                 };
                 if lsn <= snap_lsn {
                     return Ok(()); // already in the snapshot
+                }
+                if lsn > fix_lsn {
+                    fix_count(&mut by_id, &mut pending, &mut count_fixes, *id);
+                    hot = Some((*id, snap_lsn, batchable, u64::MAX));
                 }
                 if batchable {
                     match &mut pending {
@@ -472,6 +518,9 @@ impl Store {
                 }
             } else {
                 hot = None;
+            }
+            if count_fixes.get(&id).is_some_and(|f| lsn > f.0) {
+                fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
             }
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn {
@@ -556,6 +605,10 @@ impl Store {
             Ok(())
         })?;
         flush(&mut by_id, &mut pending);
+        // Counts of copies whose log ends at or before their count lsn.
+        for id in count_fixes.keys().copied().collect::<Vec<_>>() {
+            fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
+        }
         recovery.records = replayed as u64;
         recovery.replay_time = replay_start.elapsed();
         tracing::info!(
@@ -1244,8 +1297,14 @@ impl Store {
         let mut min_lsn = floor;
         let now = now_ms();
         for e in entries {
-            // Encode under the filter's lock (the only pause its writers
-            // see: streaming the bits into the page cache), sync after.
+            // A fixed-size Bloom filter is copied while its writers go on
+            // (they hold it shared): its bits only ever get set, and every
+            // add made during the copy has an lsn above `lsn` and is
+            // replayed over the copy. Its writers pause only for the two
+            // brief exclusive moments that read `lsn` and, after the copy,
+            // the count. Other filters are encoded under their lock (the
+            // pause their writers see: streaming the filter into the page
+            // cache). Syncs happen after.
             let pending = {
                 let st = write_st(&e.state);
                 if st.expired(now) {
@@ -1253,16 +1312,58 @@ impl Store {
                 } else if st.dirty.load(Ordering::Relaxed) || all {
                     let lsn = self.inner.wal.last_lsn();
                     let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
-                    let filter = &st.filter;
-                    let p = snapshot::begin(
-                        &*self.inner.fs,
-                        &self.inner.snap_dir,
-                        e.id,
-                        &header,
-                        |w| filter.encode(w).map_err(Into::into),
-                    )?;
                     st.dirty.store(false, Ordering::Relaxed);
-                    Some((p, lsn))
+                    let fs = &*self.inner.fs;
+                    let dir = &self.inner.snap_dir;
+                    let written = if matches!(st.filter, AnyFilter::Bloom(_)) {
+                        drop(st);
+                        let st = read_st(&e.state);
+                        let filter = &st.filter;
+                        let p = snapshot::begin(fs, dir, e.id, &header, |w| {
+                            filter.encode(w).map_err(Into::into)
+                        });
+                        drop(st);
+                        p.and_then(|mut p| {
+                            let (count_lsn, count) = {
+                                let st = write_st(&e.state);
+                                let count = match &st.filter {
+                                    AnyFilter::Bloom(b) => b.len(),
+                                    _ => unreachable!("a filter keeps its kind"),
+                                };
+                                (self.inner.wal.last_lsn(), count)
+                            };
+                            match p
+                                .finish_body(&snapshot::trailer(count_lsn.max(lsn).max(1), count))
+                            {
+                                Ok(()) => Ok(p),
+                                Err(err) => {
+                                    p.abandon(fs);
+                                    Err(err)
+                                }
+                            }
+                        })
+                    } else {
+                        let filter = &st.filter;
+                        snapshot::begin(fs, dir, e.id, &header, |w| {
+                            filter.encode(w).map_err(Into::into)
+                        })
+                        .and_then(|mut p| {
+                            match p.finish_body(&snapshot::trailer(0, 0)) {
+                                Ok(()) => Ok(p),
+                                Err(err) => {
+                                    p.abandon(fs);
+                                    Err(err)
+                                }
+                            }
+                        })
+                    };
+                    match written {
+                        Ok(p) => Some((p, lsn)),
+                        Err(err) => {
+                            read_st(&e.state).dirty.store(true, Ordering::Relaxed);
+                            return Err(err);
+                        }
+                    }
                 } else {
                     min_lsn = min_lsn.min(st.snap_lsn);
                     None
