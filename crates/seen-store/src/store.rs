@@ -845,8 +845,9 @@ impl Store {
     /// whoever finds an item present (here or in a lookup) reads a
     /// `last_lsn` that covers the record that made it so (the fences pair
     /// the bit writes with those reads), and waits for it before answering.
-    /// A checkpoint takes the state exclusively, so no add is between its
-    /// record and its bits while a snapshot is taken.
+    /// A checkpoint reads a snapshot's lsn with the state held exclusively,
+    /// so no add is then between its record and its bits; adds during the
+    /// copy that follows have higher lsns and are replayed over it.
     fn add_shared(
         &self,
         entry: &Entry,
