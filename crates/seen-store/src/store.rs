@@ -605,8 +605,20 @@ impl Store {
             Ok(())
         })?;
         flush(&mut by_id, &mut pending);
-        // Counts of copies whose log ends at or before their count lsn.
-        for id in count_fixes.keys().copied().collect::<Vec<_>>() {
+        // Counts of copies whose log ends at or before their count lsn. A
+        // log that ends before it lost its tail (power loss); new records
+        // would then reuse lsns up to the count lsn, and a later replay
+        // would set the count over theirs, so such filters are
+        // snapshotted again once the store is open.
+        let next_lsn = last_lsn.max(max_lsn) + 1;
+        let mut resnapshot = false;
+        for (id, (count_lsn, _)) in count_fixes.clone() {
+            if count_lsn >= next_lsn {
+                resnapshot = true;
+                if let Some((_, st)) = by_id.get(&id) {
+                    st.dirty.store(true, Ordering::Relaxed);
+                }
+            }
             fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
         }
         recovery.records = replayed as u64;
@@ -621,7 +633,6 @@ impl Store {
             recovery.log_bytes,
             recovery.replay_time.as_secs_f64(),
         );
-        let next_lsn = last_lsn.max(max_lsn) + 1;
         let wal = Wal::open(
             fs.clone(),
             wal_dir,
@@ -641,7 +652,7 @@ impl Store {
                 }),
             );
         }
-        Ok(Store {
+        let store = Store {
             inner: Arc::new(Inner {
                 recovery,
                 fs,
@@ -654,7 +665,19 @@ impl Store {
                 checkpointing: Mutex::new(()),
                 _lock: lock_file,
             }),
-        })
+        };
+        if resnapshot {
+            // Without it only the count can drift later, never the bits: a
+            // failure here is worth a warning, not a store that will not
+            // open.
+            if let Err(e) = store.checkpoint() {
+                tracing::warn!(
+                    "the log ends before a snapshot's count point and the checkpoint that \
+                     records the count again failed: {e}"
+                );
+            }
+        }
+        Ok(store)
     }
 
     /// What opening found: snapshots and log records, and the time each
@@ -1156,6 +1179,12 @@ impl Store {
     /// Deletes a filter; `false` if there was none.
     pub fn delete(&self, name: &[u8]) -> Result<bool> {
         self.ready_to_write()?;
+        self.delete_logged(name)
+    }
+
+    /// [`delete`](Self::delete) without the poisoned-log check, which may
+    /// run a checkpoint: for the checkpoint itself (expired filters).
+    fn delete_logged(&self, name: &[u8]) -> Result<bool> {
         let lsn = {
             let mut map = self
                 .inner
@@ -1345,7 +1374,7 @@ impl Store {
                         })
                     } else {
                         let filter = &st.filter;
-                        snapshot::begin(fs, dir, e.id, &header, |w| {
+                        let written = snapshot::begin(fs, dir, e.id, &header, |w| {
                             filter.encode(w).map_err(Into::into)
                         })
                         .and_then(|mut p| {
@@ -1356,7 +1385,11 @@ impl Store {
                                     Err(err)
                                 }
                             }
-                        })
+                        });
+                        // Released before a failure takes the lock again
+                        // (below) to mark the filter dirty.
+                        drop(st);
+                        written
                     };
                     match written {
                         Ok(p) => Some((p, lsn)),
@@ -1372,7 +1405,7 @@ impl Store {
             };
             let Some((pending, lsn)) = pending else {
                 if read_st(&e.state).expired(now) {
-                    self.delete(&e.name)?;
+                    self.delete_logged(&e.name)?;
                 }
                 continue;
             };

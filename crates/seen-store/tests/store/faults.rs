@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use seen_store::fs::{Fs, FsFile, RealFs};
-use seen_store::{ErrorKind, FsyncPolicy, Store, StoreOptions};
+use seen_store::{ErrorKind, FilterSpec, FsyncPolicy, Store, StoreOptions};
 
 use crate::basics::bloom;
 
@@ -197,31 +197,47 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
 
 #[test]
 fn short_snapshot_write_keeps_the_old_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
-    s.create(b"f", &bloom()).unwrap();
-    let mut acked = Vec::new();
-    for i in 0..100 {
-        s.add(b"f", &[&item(i)], None).unwrap();
-        acked.push(i);
+    // A Bloom filter is copied with its writers going on; a scalable chain
+    // is encoded under its lock: a failed write must release either, mark
+    // the filter for the next checkpoint, and leave the old snapshot.
+    let chain = FilterSpec::Scalable {
+        capacity: 1000,
+        error_rate: 0.01,
+        layout: seen_core::Layout::Blocked,
+        expansion: 2,
+        nonscaling: false,
+    };
+    for spec in [bloom(), chain] {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
+        s.create(b"f", &spec).unwrap();
+        let mut acked = Vec::new();
+        for i in 0..100 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+            acked.push(i);
+        }
+        s.checkpoint().unwrap();
+        for i in 100..200 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+            acked.push(i);
+        }
+        faults.short_write.store(true, Ordering::SeqCst);
+        let e = s.checkpoint().unwrap_err();
+        assert!(e.to_string().contains("write"), "{spec:?}: {e}");
+        faults.short_write.store(false, Ordering::SeqCst);
+        // The filter is not left locked: adds and a lookup go on.
+        s.add(b"f", &[&item(200)], None).unwrap();
+        acked.push(200);
+        assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
+        drop(s);
+        // No temp file is left, and the old snapshot plus the log have it all.
+        let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
+            .count();
+        assert_eq!(leftovers, 0, "{spec:?}");
+        check_acked(dir.path(), &acked);
     }
-    s.checkpoint().unwrap();
-    for i in 100..200 {
-        s.add(b"f", &[&item(i)], None).unwrap();
-        acked.push(i);
-    }
-    faults.short_write.store(true, Ordering::SeqCst);
-    let e = s.checkpoint().unwrap_err();
-    assert!(e.to_string().contains("write"), "{e}");
-    faults.short_write.store(false, Ordering::SeqCst);
-    drop(s);
-    // No temp file is left, and the old snapshot plus the log have it all.
-    let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
-        .count();
-    assert_eq!(leftovers, 0);
-    check_acked(dir.path(), &acked);
 }
 
 fn newest_segment(dir: &Path) -> PathBuf {
@@ -337,4 +353,77 @@ fn flipped_byte_in_a_snapshot_stops_the_open() {
     assert!(matches!(e.kind(), ErrorKind::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains(snap.to_str().unwrap()), "{e}");
     assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
+    // A snapshot copied while adds went on says "count 150 once replay has
+    // passed lsn C"; power loss then cuts the log before C. Adds after the
+    // reopen must not get lsns up to C (a later replay would set the count
+    // of 150 over theirs): the reopen takes a fresh snapshot.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::No,
+        segment_size: 1 << 20,
+        ..Default::default()
+    };
+    let count = |s: &Store| {
+        s.with_filter(b"f", |f| match f {
+            seen_core::AnyFilter::Bloom(b) => b.len(),
+            _ => unreachable!(),
+        })
+        .unwrap()
+        .unwrap()
+    };
+    {
+        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        for i in 0..100 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+        s.checkpoint().unwrap();
+        for i in 100..150 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+    }
+    // As if the 50 later adds had run during the copy: count lsn at the
+    // last of them, count 150.
+    let snap = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "snap"))
+        .unwrap();
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let lsn = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
+    let n = bytes.len();
+    let mut trailer = Vec::new();
+    trailer.extend_from_slice(&(lsn + 50).to_le_bytes());
+    trailer.extend_from_slice(&150u64.to_le_bytes());
+    let crc = crc32fast::hash(&trailer);
+    trailer.extend_from_slice(&crc.to_le_bytes());
+    bytes[n - 20..].copy_from_slice(&trailer);
+    std::fs::write(&snap, &bytes).unwrap();
+    // Power loss keeps only the first 20 of the 50 records (48 bytes each).
+    let seg = newest_segment(dir.path());
+    let mut log = std::fs::read(&seg).unwrap();
+    assert_eq!(end_of_records(&log), 50 * 48);
+    log[20 * 48..50 * 48].fill(0);
+    std::fs::write(&seg, &log).unwrap();
+    {
+        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        assert_eq!(count(&s), 150);
+        for i in 0..120 {
+            assert_eq!(s.contains(b"f", &[&item(i)]).unwrap(), Some(vec![true]));
+        }
+        for i in 1000..1010 {
+            assert!(s.add(b"f", &[&item(i)], None).unwrap().new[0]);
+        }
+        assert_eq!(count(&s), 160);
+        // Dropped without a checkpoint: the ten adds are only in the log.
+    }
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(count(&s), 160);
+    for i in 1000..1010 {
+        assert_eq!(s.contains(b"f", &[&item(i)]).unwrap(), Some(vec![true]));
+    }
 }
