@@ -25,6 +25,17 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
 
+/// A filter of the store in seen's byte format (bits and count).
+pub fn encoded(s: &Store, name: &[u8]) -> Vec<u8> {
+    s.with_filter(name, |f| {
+        let mut out = Vec::new();
+        f.encode(&mut out).unwrap();
+        out
+    })
+    .unwrap()
+    .unwrap()
+}
+
 fn refs(v: &[String]) -> Vec<&[u8]> {
     v.iter().map(|s| s.as_bytes()).collect()
 }
@@ -346,15 +357,7 @@ fn replay_of_many_adds_gives_the_same_filter() {
         layout: Layout::Blocked,
     };
     let all = items("many", 150_000);
-    let encode = |s: &Store| {
-        s.with_filter(b"f", |f| {
-            let mut out = Vec::new();
-            f.encode(&mut out).unwrap();
-            out
-        })
-        .unwrap()
-        .unwrap()
-    };
+    let encode = |s: &Store| encoded(s, b"f");
     let before = {
         let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
         s.create(b"f", &spec).unwrap();

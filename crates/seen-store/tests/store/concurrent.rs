@@ -220,15 +220,7 @@ fn a_bloom_filter_is_copied_while_its_writers_go_on() {
         error_rate: 0.01,
         layout: Layout::Blocked,
     };
-    let encode = |s: &Store| {
-        s.with_filter(b"big", |f| {
-            let mut out = Vec::new();
-            f.encode(&mut out).unwrap();
-            out
-        })
-        .unwrap()
-        .unwrap()
-    };
+    let encode = |s: &Store| crate::basics::encoded(s, b"big");
     let (before, adds_during) = {
         let store = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
         store.create(b"big", &spec).unwrap();
