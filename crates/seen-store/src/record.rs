@@ -125,7 +125,7 @@ pub(crate) enum Record {
         name: Vec<u8>,
     },
     /// Adds and removes are written by `Wal::append_hashes` and read as
-    /// [`Parsed::Hashes`]; these variants are their reference encoding,
+    /// [`Rec::Hashes`]; these variants are their reference encoding,
     /// which the tests hold both to.
     #[cfg_attr(not(test), allow(dead_code))]
     Add {
@@ -263,35 +263,36 @@ impl<'a> HashBytes<'a> {
     }
 }
 
-/// What is at an offset of a log segment.
+/// A record read from the log: an add or remove, its hashes read in place,
+/// or any other record.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Parsed<'a> {
-    /// A valid record other than add and remove, its lsn, and the padded
-    /// length it occupies.
-    Record(Record, u64, usize),
-    /// A valid add (`add`) or remove record: filter id, hashes, lsn, padded
-    /// length.
+pub(crate) enum Rec<'a> {
     Hashes {
         add: bool,
         id: u64,
         hashes: HashBytes<'a>,
-        lsn: u64,
-        used: usize,
     },
+    Other(Record),
+}
+
+impl Rec<'_> {
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            Rec::Hashes { id, .. } => *id,
+            Rec::Other(r) => r.id(),
+        }
+    }
+}
+
+/// What is at an offset of a log segment.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Parsed<'a> {
+    /// A valid record, its lsn, and the padded length it occupies.
+    Record(Rec<'a>, u64, usize),
     /// Zeroes: the end of the written part of the segment.
     End,
     /// Not a valid record.
     Bad(String),
-}
-
-impl Parsed<'_> {
-    /// The lsn of a valid record.
-    pub(crate) fn lsn(&self) -> Option<u64> {
-        match self {
-            Parsed::Record(_, lsn, _) | Parsed::Hashes { lsn, .. } => Some(*lsn),
-            _ => None,
-        }
-    }
 }
 
 /// Parses the record at the start of `b` (`b` runs to the segment's end).
@@ -327,13 +328,15 @@ pub(crate) fn parse(b: &[u8]) -> Parsed<'_> {
             (data.len() + 12 == p.len()).then_some(HashBytes(data))
         })();
         return match hashes {
-            Some(hashes) => Parsed::Hashes {
-                add: body[8] == 2,
-                id,
-                hashes,
+            Some(hashes) => Parsed::Record(
+                Rec::Hashes {
+                    add: body[8] == 2,
+                    id,
+                    hashes,
+                },
                 lsn,
                 used,
-            },
+            ),
             None => Parsed::Bad(format!("malformed record of type {}", body[8])),
         };
     }
@@ -369,7 +372,7 @@ pub(crate) fn parse(b: &[u8]) -> Parsed<'_> {
         _ => None,
     };
     match rec {
-        Some(r) => Parsed::Record(r, lsn, used),
+        Some(r) => Parsed::Record(Rec::Other(r), lsn, used),
         None => Parsed::Bad(format!("malformed record of type {}", body[8])),
     }
 }
@@ -423,13 +426,15 @@ mod tests {
             match (&r, parse(&b)) {
                 (
                     Record::Add { id, hashes } | Record::Remove { id, hashes },
-                    Parsed::Hashes {
-                        add,
-                        id: pid,
-                        hashes: got,
-                        lsn: plsn,
+                    Parsed::Record(
+                        Rec::Hashes {
+                            add,
+                            id: pid,
+                            hashes: got,
+                        },
+                        plsn,
                         used,
-                    },
+                    ),
                 ) => {
                     assert_eq!(add, matches!(r, Record::Add { .. }));
                     assert_eq!(
@@ -437,7 +442,7 @@ mod tests {
                         (*id, hashes.clone(), lsn, n)
                     );
                 }
-                (_, parsed) => assert_eq!(parsed, Parsed::Record(r, lsn, n)),
+                (_, parsed) => assert_eq!(parsed, Parsed::Record(Rec::Other(r), lsn, n)),
             }
             assert_eq!(parse(&b[n..]), Parsed::End);
             let unpadded = 8 + u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
@@ -447,7 +452,7 @@ mod tests {
                 }
                 let mut torn = b[..cut].to_vec();
                 torn.resize(n, 0);
-                assert!(parse(&torn).lsn().is_none(), "cut {cut}");
+                assert!(!matches!(parse(&torn), Parsed::Record(..)), "cut {cut}");
             }
         }
     }

@@ -98,13 +98,14 @@ impl std::io::Write for FsWrite<'_> {
 }
 
 /// Starts the snapshot of filter `id`: writes `header`, then lets `body`
-/// stream the filter into the temp file (through a 1 MiB buffer).
+/// stream the filter into the temp file (through a 1 MiB buffer), then
+/// writes the [`trailer`] `body` returns.
 pub(crate) fn begin(
     fs: &dyn Fs,
     dir: &Path,
     id: u64,
     header: &[u8],
-    body: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+    body: impl FnOnce(&mut dyn std::io::Write) -> Result<Vec<u8>>,
 ) -> Result<Pending> {
     let path = dir.join(file_name(id));
     let tmp = dir.join(format!("{}.tmp", file_name(id)));
@@ -113,8 +114,10 @@ pub(crate) fn begin(
         file.write_all(header)
             .map_err(|e| io_err("write", &tmp, e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, FsWrite(&mut *file));
-        body(&mut w)?;
-        std::io::Write::flush(&mut w).map_err(|e| io_err("write", &tmp, e))?;
+        let trailer = body(&mut w)?;
+        std::io::Write::write_all(&mut w, &trailer)
+            .and_then(|()| std::io::Write::flush(&mut w))
+            .map_err(|e| io_err("write", &tmp, e))?;
         Ok(())
     })();
     match result {
@@ -130,21 +133,6 @@ pub(crate) fn begin(
                 _ => e,
             })
         }
-    }
-}
-
-impl Pending {
-    /// Appends the trailer (see [`trailer`]).
-    pub(crate) fn finish_body(&mut self, trailer: &[u8]) -> Result<()> {
-        self.file
-            .write_all(trailer)
-            .map_err(|e| io_err("write", &self.tmp, e))
-    }
-
-    /// Removes the temp file of a snapshot given up.
-    pub(crate) fn abandon(self, fs: &dyn Fs) {
-        drop(self.file);
-        let _ = fs.remove(&self.tmp);
     }
 }
 

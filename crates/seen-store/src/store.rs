@@ -15,9 +15,9 @@ use seen_core::{
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
-use crate::record::{FilterSpec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
+use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::snapshot;
-use crate::wal::{self, FsyncPolicy, Rec, Wal};
+use crate::wal::{self, FsyncPolicy, Wal};
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
@@ -466,8 +466,7 @@ impl Store {
         }
         // The last filter an add record named: its id, snapshot lsn, whether
         // its adds are batched, and the lsn after which its count is fixed
-        // (`u64::MAX` for none). Records other than adds may change `by_id`,
-        // and forget it.
+        // (`u64::MAX` for none).
         let mut hot: Option<(u64, u64, bool, u64)> = None;
         let last_lsn = wal::read_all(&*fs, &segments, opts.salvage, |found| {
             replayed += 1;
@@ -516,12 +515,18 @@ impl Store {
                     }
                     return Ok(());
                 }
-            } else {
-                hot = None;
+                // A chain or counting filter: one record at a time.
+                flush(&mut by_id, &mut pending);
+                if let Some((_, st)) = by_id.get_mut(id) {
+                    apply_adds(&mut st.filter, &hashes.to_vec());
+                    st.dirty.store(true, Ordering::Relaxed);
+                }
+                return Ok(());
             }
-            if count_fixes.get(&id).is_some_and(|f| lsn > f.0) {
-                fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
-            }
+            // Any other record may change `by_id`. (Counts to fix belong
+            // to fixed-size Bloom filters, whose other records, delete and
+            // expiry, leave the count alone.)
+            hot = None;
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn {
                     return Ok(()); // already in the snapshot
@@ -529,17 +534,18 @@ impl Store {
             }
             flush(&mut by_id, &mut pending);
             let record = match found.record {
-                Rec::Hashes { add, id, hashes } => {
+                Rec::Hashes {
+                    add: false,
+                    id,
+                    hashes,
+                } => {
                     if let Some((_, st)) = by_id.get_mut(&id) {
-                        if add {
-                            apply_adds(&mut st.filter, &hashes.to_vec());
-                        } else {
-                            let _ = apply_removes(&mut st.filter, &hashes.to_vec());
-                        }
+                        let _ = apply_removes(&mut st.filter, &hashes.to_vec());
                         st.dirty.store(true, Ordering::Relaxed);
                     }
                     return Ok(());
                 }
+                Rec::Hashes { add: true, .. } => unreachable!("adds are replayed above"),
                 Rec::Other(record) => record,
             };
             match record {
@@ -612,14 +618,16 @@ impl Store {
         // snapshotted again once the store is open.
         let next_lsn = last_lsn.max(max_lsn) + 1;
         let mut resnapshot = false;
-        for (id, (count_lsn, _)) in count_fixes.clone() {
-            if count_lsn >= next_lsn {
-                resnapshot = true;
-                if let Some((_, st)) = by_id.get(&id) {
+        for (id, (count_lsn, count)) in count_fixes {
+            if let Some((_, st)) = by_id.get_mut(&id) {
+                if count_lsn >= next_lsn {
+                    resnapshot = true;
                     st.dirty.store(true, Ordering::Relaxed);
                 }
+                if let AnyFilter::Bloom(b) = &mut st.filter {
+                    b.set_len(count);
+                }
             }
-            fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
         }
         recovery.records = replayed as u64;
         recovery.replay_time = replay_start.elapsed();
@@ -1347,44 +1355,21 @@ impl Store {
                     let dir = &self.inner.snap_dir;
                     let written = if matches!(st.filter, AnyFilter::Bloom(_)) {
                         drop(st);
-                        let st = read_st(&e.state);
-                        let filter = &st.filter;
-                        let p = snapshot::begin(fs, dir, e.id, &header, |w| {
-                            filter.encode(w).map_err(Into::into)
-                        });
-                        drop(st);
-                        p.and_then(|mut p| {
-                            let (count_lsn, count) = {
-                                let st = write_st(&e.state);
-                                let count = match &st.filter {
-                                    AnyFilter::Bloom(b) => b.len(),
-                                    _ => unreachable!("a filter keeps its kind"),
-                                };
-                                (self.inner.wal.last_lsn(), count)
+                        snapshot::begin(fs, dir, e.id, &header, |w| {
+                            read_st(&e.state).filter.encode(w)?;
+                            // The count, with no add in flight, and the log
+                            // position it holds at.
+                            let st = write_st(&e.state);
+                            let AnyFilter::Bloom(b) = &st.filter else {
+                                unreachable!("a filter keeps its kind");
                             };
-                            match p
-                                .finish_body(&snapshot::trailer(count_lsn.max(lsn).max(1), count))
-                            {
-                                Ok(()) => Ok(p),
-                                Err(err) => {
-                                    p.abandon(fs);
-                                    Err(err)
-                                }
-                            }
+                            let count_lsn = self.inner.wal.last_lsn().max(lsn).max(1);
+                            Ok(snapshot::trailer(count_lsn, b.len()))
                         })
                     } else {
-                        let filter = &st.filter;
                         let written = snapshot::begin(fs, dir, e.id, &header, |w| {
-                            filter.encode(w).map_err(Into::into)
-                        })
-                        .and_then(|mut p| {
-                            match p.finish_body(&snapshot::trailer(0, 0)) {
-                                Ok(()) => Ok(p),
-                                Err(err) => {
-                                    p.abandon(fs);
-                                    Err(err)
-                                }
-                            }
+                            st.filter.encode(w)?;
+                            Ok(snapshot::trailer(0, 0))
                         });
                         // Released before a failure takes the lock again
                         // (below) to mark the filter dirty.

@@ -28,7 +28,7 @@ use memmap2::MmapMut;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
-use crate::record::{parse, HashBytes, Parsed, Record};
+use crate::record::{parse, Parsed, Rec, Record};
 use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
@@ -485,26 +485,6 @@ pub(crate) struct Found<'a> {
     pub(crate) bytes: usize,
 }
 
-/// A record found in the log: an add or remove (hashes read in place), or
-/// any other record.
-pub(crate) enum Rec<'a> {
-    Hashes {
-        add: bool,
-        id: u64,
-        hashes: HashBytes<'a>,
-    },
-    Other(Record),
-}
-
-impl Rec<'_> {
-    pub(crate) fn id(&self) -> u64 {
-        match self {
-            Rec::Hashes { id, .. } => *id,
-            Rec::Other(r) => r.id(),
-        }
-    }
-}
-
 /// Reads every segment in order. A bad record in the newest segment that
 /// no valid record follows is a torn tail (a crash mid-append): reading stops
 /// there with a warning. A bad record anywhere else is corruption: an error
@@ -550,18 +530,7 @@ pub(crate) fn read_all(
         loop {
             match parse(&data[off.min(data.len())..]) {
                 Parsed::End => break,
-                parsed @ (Parsed::Record(..) | Parsed::Hashes { .. }) => {
-                    let (record, lsn, used) = match parsed {
-                        Parsed::Record(r, lsn, used) => (Rec::Other(r), lsn, used),
-                        Parsed::Hashes {
-                            add,
-                            id,
-                            hashes,
-                            lsn,
-                            used,
-                        } => (Rec::Hashes { add, id, hashes }, lsn, used),
-                        _ => unreachable!("matched above"),
-                    };
+                Parsed::Record(record, lsn, used) => {
                     if lsn != expect {
                         let what = format!("record lsn {lsn} where {expect} was expected");
                         damaged(path, off, what, salvage)?;
@@ -639,7 +608,7 @@ fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
 fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
     let mut off = from.next_multiple_of(8);
     while off + 8 <= data.len() {
-        if let Some(lsn) = parse(&data[off..]).lsn() {
+        if let Parsed::Record(_, lsn, _) = parse(&data[off..]) {
             if lsn >= min_lsn {
                 return true;
             }
