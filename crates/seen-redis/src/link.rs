@@ -368,28 +368,24 @@ impl Link {
         loop {
             attempt += 1;
             let failure = match self.connect() {
-                Err(e) => Failure::Redis(e, false),
+                Err(e) => Failure::new(e, false),
                 Ok(conn) => {
-                    let result =
-                        match (conn, &batch.pipe) {
-                            (Conn::Single(c), Pipe::Single { buf, ends }) => {
-                                match stream(c, buf, ends) {
-                                    Ok(values) => server_errors(values),
-                                    Err((e, sent)) => {
-                                        // Replies may be left unread.
-                                        self.conn = None;
-                                        Err(Failure::Redis(e, sent))
-                                    }
+                    let result = match (conn, &batch.pipe) {
+                        (Conn::Single(c), Pipe::Single { buf, ends }) => {
+                            match stream(c, buf, ends) {
+                                Ok(values) => server_errors(values),
+                                Err((e, sent)) => {
+                                    // Replies may be left unread.
+                                    self.conn = None;
+                                    Err(Failure::new(e, sent))
                                 }
                             }
-                            (Conn::Cluster(c), Pipe::Cluster(p)) => p
-                                .query::<Vec<Value>>(c)
-                                .map_err(|e| match e.clone().into_server_errors() {
-                                    Some(errors) => Failure::Server(errors.to_vec()),
-                                    None => Failure::Redis(e, true),
-                                }),
-                            _ => unreachable!("batches are made for their link's kind"),
-                        };
+                        }
+                        (Conn::Cluster(c), Pipe::Cluster(p)) => {
+                            p.query::<Vec<Value>>(c).map_err(|e| Failure::new(e, true))
+                        }
+                        _ => unreachable!("batches are made for their link's kind"),
+                    };
                     match result {
                         Ok(values) if values.len() == batch.len() => {
                             return Ok(Replies { values, ambiguous })
@@ -465,6 +461,15 @@ enum Failure {
 }
 
 impl Failure {
+    /// The one place a client error becomes a `Failure`: the error replies
+    /// of commands that were sent, or the error itself.
+    fn new(err: RedisError, sent: bool) -> Failure {
+        match err.clone().into_server_errors() {
+            Some(errors) if sent => Failure::Server(errors.to_vec()),
+            _ => Failure::Redis(err, sent),
+        }
+    }
+
     fn into_redis(self) -> RedisError {
         match self {
             Failure::Redis(e, _) => e,
@@ -490,6 +495,13 @@ fn server_errors(values: Vec<Value>) -> std::result::Result<Vec<Value>, Failure>
     }
 }
 
+/// Whether every error reply says its command did not run.
+fn all_retryable(errors: &[(usize, ServerError)]) -> bool {
+    errors
+        .iter()
+        .all(|(_, e)| e.kind().is_some_and(retryable_server))
+}
+
 /// Decides by the error's kind (never its text) whether to retry, and
 /// whether the failed attempt may have run any command.
 fn classify(failure: &Failure, commands: usize) -> Verdict {
@@ -499,26 +511,19 @@ fn classify(failure: &Failure, commands: usize) -> Verdict {
             K::Io | K::ClusterConnectionNotFound => Verdict::Retry { ran: *sent },
             // A reply that does not parse: the stream is out of step, reconnect.
             K::Parse => Verdict::Retry { ran: *sent },
+            // A server error before anything was sent (while connecting).
             K::Server(_) | K::Extension => match err.clone().into_server_errors() {
-                Some(errors) => classify(&Failure::Server(errors.to_vec()), commands),
-                None => Verdict::Fatal,
+                Some(errors) if all_retryable(&errors) => Verdict::Retry { ran: false },
+                _ => Verdict::Fatal,
             },
             _ => Verdict::Fatal,
         },
         // Retry only if every error says its command did not run; the other
         // commands did run.
-        Failure::Server(errors) => {
-            if errors
-                .iter()
-                .all(|(_, e)| e.kind().is_some_and(retryable_server))
-            {
-                Verdict::Retry {
-                    ran: errors.len() < commands,
-                }
-            } else {
-                Verdict::Fatal
-            }
-        }
+        Failure::Server(errors) if all_retryable(errors) => Verdict::Retry {
+            ran: errors.len() < commands,
+        },
+        Failure::Server(_) => Verdict::Fatal,
     }
 }
 
@@ -526,18 +531,15 @@ fn classify(failure: &Failure, commands: usize) -> Verdict {
 fn fatal(failure: Failure, batch: &Batch) -> crate::Error {
     let errors = match failure {
         Failure::Redis(err, false) => return ErrorKind::Client(err).into(),
-        Failure::Redis(err, true) => match err.clone().into_server_errors() {
-            Some(errors) => errors.to_vec(),
-            None => {
-                let (command, key) = batch.label(0);
-                return ErrorKind::Server {
-                    command,
-                    key,
-                    error: err,
-                }
-                .into();
+        Failure::Redis(err, true) => {
+            let (command, key) = batch.label(0);
+            return ErrorKind::Server {
+                command,
+                key,
+                error: err,
             }
-        },
+            .into();
+        }
         Failure::Server(errors) => errors,
     };
     let (index, server) = errors
