@@ -728,11 +728,10 @@ fn check_params(name: &[u8], stored: &Metadata, params: &FilterParams, plan: Pla
         // The shards these parameters give with the filter's own hash
         // count: a filter sized by another rule for the hash count (an
         // older release's, or `hashes` set by its creator) still opens.
-        let expected = match params.hashes {
-            Some(_) => plan,
-            None => Plan::with_hashes(params.capacity, params.error_rate, max, stored.plan.hashes)
-                .unwrap_or(plan),
-        };
+        // (With `hashes` given, it equals the stored count, checked above.)
+        let expected =
+            Plan::with_hashes(params.capacity, params.error_rate, max, stored.plan.hashes)
+                .unwrap_or(plan);
         if stored.plan != expected {
             let show = |p: &Plan| {
                 format!(

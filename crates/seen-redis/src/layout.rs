@@ -42,19 +42,21 @@ fn check_shard_bytes(max_shard_bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// The fewest hashes whose filter is at most [`SIZE_SLACK_PERCENT`] larger
-/// than the smallest one meeting the rate: `(blocks, hashes)`.
-fn fewest_hashes(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
-    let (best, best_k) = sizing::blocked_size(capacity, error_rate)?;
+/// `(blocks, hashes)` of the filter with the fewest hashes that is at most
+/// [`SIZE_SLACK_PERCENT`] larger than the smallest one meeting the rate,
+/// and of that smallest one.
+fn fewest_hashes(capacity: u64, error_rate: f64) -> Result<[(u64, u32); 2]> {
+    let smallest = sizing::blocked_size(capacity, error_rate)?;
+    let (best, best_k) = smallest;
     let limit = best.saturating_add(best.saturating_mul(SIZE_SLACK_PERCENT) / 100);
     for k in 1..best_k {
         if let Some(blocks) = sizing::blocked_size_with_hashes(capacity, error_rate, k)? {
             if blocks <= limit {
-                return Ok((blocks, k));
+                return Ok([(blocks, k), smallest]);
             }
         }
     }
-    Ok((best, best_k))
+    Ok([smallest, smallest])
 }
 
 /// The largest shard size accepted: 256 MiB, half of Redis's 512 MB string
@@ -100,25 +102,21 @@ impl Plan {
     /// get better.
     pub fn new(capacity: u64, error_rate: f64, max_shard_bytes: u64) -> Result<Plan> {
         check_shard_bytes(max_shard_bytes)?;
-        let (blocks, hashes) = fewest_hashes(capacity, error_rate)?;
-        match Plan::shape(capacity, error_rate, max_shard_bytes, blocks, hashes) {
-            Ok(plan) => Ok(plan),
+        let [(blocks, hashes), (min_blocks, min_hashes)] = fewest_hashes(capacity, error_rate)?;
+        Plan::shape(capacity, error_rate, max_shard_bytes, blocks, hashes).or_else(|e| {
             // Up to 10% larger can be too many shards where the smallest
             // filter is not: then the smallest filter it is.
-            Err(e) => {
-                let (min_blocks, min_hashes) = sizing::blocked_size(capacity, error_rate)?;
-                if (min_blocks, min_hashes) == (blocks, hashes) {
-                    return Err(e);
-                }
-                Plan::shape(
-                    capacity,
-                    error_rate,
-                    max_shard_bytes,
-                    min_blocks,
-                    min_hashes,
-                )
+            if (min_blocks, min_hashes) == (blocks, hashes) {
+                return Err(e);
             }
-        }
+            Plan::shape(
+                capacity,
+                error_rate,
+                max_shard_bytes,
+                min_blocks,
+                min_hashes,
+            )
+        })
     }
 
     /// As [`Plan::new`], with exactly `hashes` hashes: the fewest blocks
