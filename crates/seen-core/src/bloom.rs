@@ -532,7 +532,7 @@ impl BloomFilter {
         const AHEAD: usize = 32;
         let blocks = self.raw.block_count();
         let threads = threads.clamp(1, 16);
-        if threads == 1 || hashes.len() < 8192 || self.raw.block_of(ItemHash::default()).is_none() {
+        if threads == 1 || hashes.len() < 8192 || self.raw.layout() != Layout::Blocked {
             let mut new = 0;
             for (i, &h) in hashes.iter().enumerate() {
                 if let Some(&ahead) = hashes.get(i + AHEAD) {
@@ -551,7 +551,7 @@ impl BloomFilter {
                         let mine: Vec<ItemHash> = hashes
                             .iter()
                             .copied()
-                            .filter(|&h| (lo..hi).contains(&raw.block_of(h).unwrap_or(0)))
+                            .filter(|&h| (lo..hi).contains(&raw.block_index(h)))
                             .collect();
                         let mut new = 0u64;
                         for &h in mine.iter().take(AHEAD) {

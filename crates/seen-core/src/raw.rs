@@ -197,7 +197,7 @@ impl RawFilter {
     }
 
     #[inline(always)]
-    fn block_index(&self, h: ItemHash) -> usize {
+    pub(crate) fn block_index(&self, h: ItemHash) -> usize {
         fastrange(h.lo, self.size) as usize
     }
 
@@ -302,16 +302,6 @@ impl RawFilter {
                 }
                 new
             }
-        }
-    }
-
-    /// Blocked layout: the block an item's bits are in (`None` for the
-    /// classic layout).
-    #[inline]
-    pub(crate) fn block_of(&self, h: ItemHash) -> Option<usize> {
-        match self.layout {
-            Layout::Blocked => Some(self.block_index(h)),
-            Layout::Classic => None,
         }
     }
 
