@@ -288,6 +288,58 @@ impl BloomFilter {
         }
     }
 
+    /// Adds at most 16 hashed items, telling `log` first which of them are
+    /// not yet present: the add a write-ahead log needs, in which a record
+    /// of the items that will change the filter is written before their
+    /// bits are set. For each of `hashes`: whether it is present; then
+    /// `log(the absent ones)` (not called if there are none); then, only
+    /// if `log` succeeded, the absent ones are added as by
+    /// [`add_hash`](Self::add_hash), and the answers pushed to `new` (an
+    /// item another thread adds in between is answered not new, although
+    /// `log` saw it). On the blocked layout each item's block is found
+    /// and its mask computed once for both steps.
+    ///
+    /// # Panics
+    ///
+    /// If `hashes` holds more than 16 items.
+    pub fn add_hashes_logged<E>(
+        &self,
+        hashes: &[ItemHash],
+        log: impl FnOnce(&[ItemHash]) -> Result<(), E>,
+        new: &mut Vec<bool>,
+    ) -> Result<(), E> {
+        assert!(
+            hashes.len() <= crate::raw::CHECKED_CHUNK,
+            "add_hashes_logged takes at most 16 items"
+        );
+        let added = match self.raw.layout() {
+            Layout::Blocked => self.raw.check_log_add(hashes, log, new)?,
+            Layout::Classic => {
+                let mut absent = [ItemHash::default(); crate::raw::CHECKED_CHUNK];
+                let mut n = 0;
+                for &h in hashes {
+                    if !self.raw.contains(h) {
+                        absent[n] = h;
+                        n += 1;
+                    }
+                }
+                if n > 0 {
+                    log(&absent[..n])?;
+                }
+                let before = new.len();
+                for &h in hashes {
+                    let _guard = StripeGuard::lock(h.lo);
+                    new.push(self.raw.add(h));
+                }
+                new[before..].iter().filter(|&&b| b).count() as u64
+            }
+        };
+        if added > 0 {
+            self.items.fetch_add(added, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Adds an item through exclusive access: the fastest single-threaded
     /// path (no atomic read-modify-write). Same answers as
     /// [`BloomFilter::add`].

@@ -71,6 +71,9 @@ impl Layout {
     }
 }
 
+/// The most items [`RawFilter::check_log_add`] takes at once.
+pub(crate) const CHECKED_CHUNK: usize = 16;
+
 /// `x_i = hi * LCG_JUMP[i].0 + LCG_JUMP[i].1` is the LCG walk's `i`-th state
 /// in closed form (`M^i` and `C (M^i - 1) / (M - 1)`), so the positions can
 /// be computed independently of each other instead of as a chain of
@@ -244,6 +247,61 @@ impl RawFilter {
                 self.map.word((x / 64) as usize).load(Ordering::Relaxed) & (1 << (x % 64)) != 0
             }),
         }
+    }
+
+    /// Blocked layout only: for each of `hashes` (at most
+    /// [`CHECKED_CHUNK`]), whether it is absent; then `log(absent ones)`;
+    /// then, if that succeeded, sets the absent ones' bits as
+    /// [`add`](Self::add) does. Each item's block and mask are computed
+    /// once for both steps. Pushes each item's answer to `new` and returns
+    /// how many were new.
+    pub(crate) fn check_log_add<E>(
+        &self,
+        hashes: &[ItemHash],
+        log: impl FnOnce(&[ItemHash]) -> Result<(), E>,
+        new: &mut Vec<bool>,
+    ) -> Result<u64, E> {
+        assert!(self.layout == Layout::Blocked && hashes.len() <= CHECKED_CHUNK);
+        if let [h] = hashes {
+            // One item (most calls of a server): no arrays to set up.
+            let block = self.map.block(self.block_index(*h));
+            let mask = block_mask(h.hi, self.hashes);
+            let is_new = !block_has(block, &mask) && {
+                log(hashes)?;
+                block_add_locked(block, &mask)
+            };
+            new.push(is_new);
+            return Ok(is_new as u64);
+        }
+        let mut absent = [ItemHash::default(); CHECKED_CHUNK];
+        let mut todo = [(0usize, [0u64; BLOCK_WORDS]); CHECKED_CHUNK];
+        let mut present = 0u32;
+        let mut n = 0;
+        for (i, &h) in hashes.iter().enumerate() {
+            let index = self.block_index(h);
+            let mask = block_mask(h.hi, self.hashes);
+            if block_has(self.map.block(index), &mask) {
+                present |= 1 << i;
+            } else {
+                absent[n] = h;
+                todo[n] = (index, mask);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            log(&absent[..n])?;
+        }
+        let mut added = 0;
+        let mut next = todo[..n].iter();
+        for i in 0..hashes.len() {
+            let is_new = present & (1 << i) == 0
+                && next
+                    .next()
+                    .is_some_and(|(index, mask)| block_add_locked(self.map.block(*index), mask));
+            added += is_new as u64;
+            new.push(is_new);
+        }
+        Ok(added)
     }
 
     /// Sets the item's bits through `&self`; returns whether any was unset.
