@@ -18,13 +18,22 @@
 //!   loses at most about the last second, a process kill nothing.
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
 //!   a process kill loses nothing.
+//!
+//! A helper thread keeps the map's pages out of the writers' way: it maps
+//! in the pages just ahead of the append position before a writer reaches
+//! them (`MADV_POPULATE_WRITE`: the kernel zeroes each fresh page of the
+//! preallocated file, which costs more than the appends that fill it), and
+//! unmaps the pages behind it (`MADV_DONTNEED`: their bytes stay in the
+//! page cache, dirty until synced, so nothing is lost; but a sync no longer
+//! write-protects them one by one, with an interrupt to every core that
+//! runs a writer, and they stop counting as the process's memory).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use memmap2::MmapMut;
+use memmap2::MmapRaw;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
@@ -69,7 +78,9 @@ pub(crate) fn parse_segment_name(path: &Path) -> Option<u64> {
 
 struct Segment {
     first_lsn: u64,
-    map: MmapMut,
+    /// Written only under the `state` mutex; shared with the page helper,
+    /// which only passes address ranges to `madvise`.
+    map: Arc<MmapRaw>,
     /// Handle used to sync the segment (shared with the syncer).
     file: Arc<dyn FsFile>,
     offset: usize,
@@ -100,6 +111,18 @@ struct SyncState {
     last_batch: u64,
 }
 
+/// How far ahead of the append position the page helper keeps pages
+/// mapped in, and the step in which it moves.
+const PAGE_WINDOW: usize = 1 << 20;
+
+/// How writers wake the page helper.
+struct PageHelper {
+    thread: std::thread::Thread,
+    /// The segment and window the append position was in when the helper
+    /// was last woken; writers wake it when they move into another one.
+    window: AtomicU64,
+}
+
 /// The log.
 pub(crate) struct Wal {
     fs: Arc<dyn Fs>,
@@ -118,6 +141,7 @@ pub(crate) struct Wal {
     synced_lsn: AtomicU64,
     sync_running: AtomicBool,
     poisoned: AtomicBool,
+    pages: std::sync::OnceLock<PageHelper>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -128,12 +152,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Maps a preallocated segment file.
-fn map(file: &dyn FsFile, path: &Path) -> Result<MmapMut> {
-    // SAFETY: the file is ours alone: the data directory is locked with
-    // flock for the life of the store, segments are never truncated or
-    // resized while mapped, and all writes through the map happen under the
-    // `state` mutex.
-    unsafe { MmapMut::map_mut(file.std_file()) }.map_err(|e| io_err("mmap", path, e))
+fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
+    // The file is ours alone: the data directory is locked with flock for
+    // the life of the store, and segments are never truncated or resized
+    // while mapped. All writes through the map happen under the `state`
+    // mutex (see `Segment::bytes_mut`).
+    MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
+}
+
+impl Segment {
+    /// The bytes at `off..off + len` of the map, to write a record into.
+    fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
+        assert!(off + len <= self.map.len(), "write past the segment's end");
+        // SAFETY: the range is inside the map (checked above), which lives
+        // as long as `self.map`. `&mut self` is only had under the `state`
+        // mutex, so no other writer makes a reference into the map at the
+        // same time, and nothing else ever does: the page helper only
+        // hands address ranges to `madvise`, which leaves the bytes as
+        // they are (it maps pages in, or unmaps pages whose bytes stay in
+        // the page cache, and the next access maps them back).
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) }
+    }
 }
 
 impl Wal {
@@ -176,7 +215,9 @@ impl Wal {
             synced_lsn: AtomicU64::new(next_lsn - 1),
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            pages: std::sync::OnceLock::new(),
         });
+        Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
             let weak = Arc::downgrade(&wal);
             std::thread::Builder::new()
@@ -197,6 +238,80 @@ impl Wal {
         Ok(wal)
     }
 
+    /// Starts the thread that maps pages in ahead of the append position
+    /// and out behind it (see the module docs). It holds the log weakly,
+    /// and ends when the log is dropped or closed.
+    fn start_page_helper(wal: &Arc<Wal>) -> Result<()> {
+        let weak = Arc::downgrade(wal);
+        let handle = std::thread::Builder::new()
+            .name("seen-wal-pages".into())
+            .spawn(move || {
+                // The segment last seen (by its first lsn), and how far
+                // into it pages have been mapped in and unmapped.
+                let (mut first, mut ahead, mut behind) = (u64::MAX, 0usize, 0usize);
+                loop {
+                    std::thread::park_timeout(Duration::from_millis(100));
+                    let Some(wal) = weak.upgrade() else { return };
+                    if wal.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let (map, offset, seg) = {
+                        let st = lock(&wal.state);
+                        (st.cur.map.clone(), st.cur.offset, st.cur.first_lsn)
+                    };
+                    drop(wal);
+                    if seg != first {
+                        (first, ahead, behind) = (seg, 0, 0);
+                    }
+                    let want = ((offset / PAGE_WINDOW + 2) * PAGE_WINDOW).min(map.len());
+                    if want > ahead {
+                        let from = ahead.max(offset / PAGE_WINDOW * PAGE_WINDOW);
+                        // Best effort: on a kernel before 5.14 this fails,
+                        // and writers fault the pages in themselves.
+                        let _ = map.advise_range(memmap2::Advice::PopulateWrite, from, want - from);
+                        ahead = want;
+                    }
+                    // Every byte below the append position is written for
+                    // good (appends only move forward), so the pages wholly
+                    // below it can go.
+                    let done = offset / PAGE_WINDOW * PAGE_WINDOW;
+                    if done > behind {
+                        // SAFETY: for a shared file mapping MADV_DONTNEED
+                        // unmaps the pages but keeps their contents, dirty
+                        // or not, in the page cache (a later access maps
+                        // them back); no writer is in this range any more,
+                        // and the map outlives the call (`map` holds it).
+                        let _ = unsafe {
+                            map.unchecked_advise_range(
+                                memmap2::UncheckedAdvice::DontNeed,
+                                behind,
+                                done - behind,
+                            )
+                        };
+                        behind = done;
+                    }
+                }
+            })
+            .map_err(|e| io_err("spawn page thread for", &wal.dir, e))?;
+        let _ = wal.pages.set(PageHelper {
+            thread: handle.thread().clone(),
+            window: AtomicU64::new(u64::MAX),
+        });
+        Ok(())
+    }
+
+    /// Wakes the page helper when the append position has moved into
+    /// another window, or another segment.
+    fn after_append(&self, st: &State) {
+        if let Some(p) = self.pages.get() {
+            let w = (st.cur.first_lsn << 24) ^ (st.cur.offset / PAGE_WINDOW) as u64;
+            if p.window.load(Ordering::Relaxed) != w {
+                p.window.store(w, Ordering::Relaxed);
+                p.thread.unpark();
+            }
+        }
+    }
+
     fn new_segment(fs: &dyn Fs, dir: &Path, size: u64, first_lsn: u64) -> Result<Segment> {
         let path = dir.join(segment_name(first_lsn));
         let file = fs.create(&path).map_err(|e| io_err("create", &path, e))?;
@@ -212,7 +327,7 @@ impl Wal {
             let _ = fs.remove(&path);
             return Err(e);
         }
-        let map = map(&*file, &path)?;
+        let map = Arc::new(map(&*file, &path)?);
         Ok(Segment {
             first_lsn,
             map,
@@ -234,10 +349,11 @@ impl Wal {
             self.roll(&mut st, lsn)?;
         }
         let off = st.cur.offset;
-        st.cur.map[off..off + bytes.len()].copy_from_slice(&bytes);
+        st.cur.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
         st.cur.offset += bytes.len();
         st.next_lsn += 1;
         self.last_lsn.store(lsn, Ordering::Release);
+        self.after_append(&st);
         Ok(lsn)
     }
 
@@ -257,7 +373,7 @@ impl Wal {
             self.roll(&mut st, lsn)?;
         }
         let off = st.cur.offset;
-        let buf = &mut st.cur.map[off..off + total];
+        let buf = st.cur.bytes_mut(off, total);
         buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
         buf[8..16].copy_from_slice(&lsn.to_le_bytes());
         buf[16] = kind;
@@ -275,6 +391,7 @@ impl Wal {
         st.cur.offset += total;
         st.next_lsn += 1;
         self.last_lsn.store(lsn, Ordering::Release);
+        self.after_append(&st);
         Ok(lsn)
     }
 
@@ -667,5 +784,84 @@ mod tests {
         let data = std::fs::read(&segments[0].1).unwrap();
         let enc = Record::Add { id: 9, hashes }.encode(1);
         assert_eq!(&data[..enc.len()], &enc[..]);
+    }
+
+    /// The resident size of this process's map of `path`, from
+    /// /proc/self/smaps.
+    fn mapped_kib(path: &Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let name = path.to_str().unwrap();
+        let mut total = 0;
+        let mut ours = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                // A mapping's header: "start-end perms offset dev inode path".
+                ours = line.ends_with(name);
+            } else if let (true, Some(kb)) = (ours, line.strip_prefix("Rss:")) {
+                total += kb
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn the_page_helper_unmaps_written_pages_and_loses_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        let wal = Wal::open(
+            fs.clone(),
+            dir.path().to_path_buf(),
+            FsyncPolicy::EverySec,
+            32 << 20,
+            1,
+            vec![],
+        )
+        .unwrap();
+        let path = dir.path().join(segment_name(1));
+        // 16-hash records of 288 bytes: about 10 MiB in all, in two halves
+        // with a pause between them for the helper.
+        let record =
+            |i: u64| -> Vec<ItemHash> { (0..16).map(|j| ItemHash { lo: i, hi: j }).collect() };
+        let n = 10 * (1 << 20) / 288;
+        for i in 0..n {
+            wal.append_hashes(2, 7, &record(i)).unwrap();
+            if i == n / 2 {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+        // The helper runs when the append position enters another window,
+        // and at least every 100 ms.
+        let mut resident = u64::MAX;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(20));
+            resident = mapped_kib(&path);
+            if resident <= 4 << 10 {
+                break;
+            }
+        }
+        assert!(
+            resident <= 4 << 10,
+            "{resident} KiB of the segment still mapped after 10 MiB were written"
+        );
+        // Every record reads back, byte for byte, from the page cache.
+        let segments = vec![(1, path.clone())];
+        let mut next = 0;
+        read_all(&*fs, &segments, false, |f| {
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add");
+            };
+            assert_eq!((f.lsn, add, id), (next + 1, true, 7));
+            assert_eq!(hashes.to_vec(), record(next));
+            next += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(next, n);
     }
 }
