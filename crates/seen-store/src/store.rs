@@ -5,15 +5,17 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
 use seen_core::{
     AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Removal,
     ScalableBloomFilter, DEFAULT_MAX_BYTES,
 };
 
-use crate::error::{io_err, ErrorKind, Result};
+use crate::error::{io_err, Error, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::snapshot;
@@ -89,16 +91,28 @@ struct Entry {
     name: Vec<u8>,
     /// Adds to filters that take concurrent adds (fixed-size and scalable
     /// Bloom filters) and lookups hold it shared; everything else
-    /// (checkpoints, removes, expiry, replay) holds it exclusively.
-    state: RwLock<EntryState>,
+    /// (checkpoints, removes, expiry, replay) holds it exclusively. The
+    /// lock is sharded by thread: a shared hold touches only the thread's
+    /// own shard, so writers on several cores do not pass one lock word
+    /// between their caches on every call.
+    state: ShardedLock<EntryState>,
 }
 
-fn read_st(m: &RwLock<EntryState>) -> RwLockReadGuard<'_, EntryState> {
+fn read_st(m: &ShardedLock<EntryState>) -> ShardedLockReadGuard<'_, EntryState> {
     m.read().unwrap_or_else(|e| e.into_inner())
 }
 
-fn write_st(m: &RwLock<EntryState>) -> RwLockWriteGuard<'_, EntryState> {
+fn write_st(m: &ShardedLock<EntryState>) -> ShardedLockWriteGuard<'_, EntryState> {
     m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Marks a filter changed since its last snapshot. Reads first: a store on
+/// every add would pull the line away from the other cores' writers each
+/// time.
+fn mark_dirty(dirty: &AtomicBool) {
+    if !dirty.load(Ordering::Relaxed) {
+        dirty.store(true, Ordering::Relaxed);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -278,18 +292,88 @@ impl Recovery {
     }
 }
 
+/// Numbers the stores a process opens, for [`LAST_ENTRY`].
+static STORE_UIDS: AtomicU64 = AtomicU64::new(1);
+
+/// The filter a thread looked up last, with what says it is still current.
+struct CachedEntry {
+    store: u64,
+    /// The store's `generation` when it was looked up: while that has not
+    /// moved, the name still maps to this entry.
+    generation: u64,
+    name: Vec<u8>,
+    entry: Arc<Entry>,
+}
+
+thread_local! {
+    /// The entry this thread used last. A thread that adds to one filter
+    /// call after call then neither looks the name up again nor touches
+    /// the entry's reference count, a line that every writer's core would
+    /// otherwise take in turn. It holds at most one entry per thread: one
+    /// deleted since, or of a store dropped since, is let go at the
+    /// thread's next lookup (a dropped store's filters are emptied first,
+    /// see `Inner`'s `Drop`).
+    static LAST_ENTRY: std::cell::RefCell<Option<CachedEntry>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// An entry held for one call; it goes back to the thread's cache when
+/// dropped.
+struct EntryRef(Option<CachedEntry>);
+
+impl std::ops::Deref for EntryRef {
+    type Target = Arc<Entry>;
+    fn deref(&self) -> &Arc<Entry> {
+        &self.0.as_ref().expect("held until dropped").entry
+    }
+}
+
+impl Drop for EntryRef {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            // Not during the thread's exit, nor inside another borrow.
+            let _ = LAST_ENTRY.try_with(|l| {
+                if let Ok(mut l) = l.try_borrow_mut() {
+                    *l = Some(c);
+                }
+            });
+        }
+    }
+}
+
 struct Inner {
+    /// This store's number among the process's (see [`LAST_ENTRY`]).
+    uid: u64,
+    /// Moves on every change of `filters` (under its write lock), so that
+    /// a thread's cached entry is known to be current.
+    generation: AtomicU64,
     recovery: Recovery,
     fs: Arc<dyn Fs>,
     snap_dir: PathBuf,
     opts: StoreOptions,
     wal: Arc<Wal>,
-    filters: RwLock<HashMap<Vec<u8>, Arc<Entry>>>,
+    /// Sharded for the same reason as [`Entry::state`]: every call reads it.
+    filters: ShardedLock<HashMap<Vec<u8>, Arc<Entry>>>,
     next_id: AtomicU64,
     /// Ids deleted since the last checkpoint: their snapshot files go then.
     deleted: Mutex<Vec<u64>>,
     checkpointing: Mutex<()>,
     _lock: File,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A thread's cached entry may outlive the store (see LAST_ENTRY):
+        // leave it an empty filter, not the memory of a real one.
+        let map = self.filters.get_mut().unwrap_or_else(|e| e.into_inner());
+        for e in map.values() {
+            if Arc::strong_count(e) > 1 {
+                if let Ok(empty) = BloomFilter::new(1, 0.5) {
+                    write_st(&e.state).filter = AnyFilter::Bloom(empty);
+                }
+            }
+        }
+    }
 }
 
 /// Named filters in a data directory.
@@ -656,7 +740,7 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name,
-                    state: RwLock::new(state),
+                    state: ShardedLock::new(state),
                 }),
             );
         }
@@ -667,7 +751,9 @@ impl Store {
                 snap_dir,
                 opts,
                 wal,
-                filters: RwLock::new(filters),
+                filters: ShardedLock::new(filters),
+                uid: STORE_UIDS.fetch_add(1, Ordering::Relaxed),
+                generation: AtomicU64::new(0),
                 next_id: AtomicU64::new(max_id + 1),
                 deleted: Mutex::new(deleted),
                 checkpointing: Mutex::new(()),
@@ -694,13 +780,50 @@ impl Store {
         &self.inner.recovery
     }
 
-    fn entry(&self, name: &[u8]) -> Option<Arc<Entry>> {
-        self.inner
+    /// The entry of `name`: the thread's cached one if it is still
+    /// current, else looked up (and cached when the call is done).
+    fn entry(&self, name: &[u8]) -> Option<EntryRef> {
+        let inner = &*self.inner;
+        let cached = LAST_ENTRY
+            .try_with(|l| l.try_borrow_mut().ok().and_then(|mut l| l.take()))
+            .ok()
+            .flatten();
+        if let Some(c) = &cached {
+            if c.store == inner.uid
+                && c.name == name
+                && c.generation == inner.generation.load(Ordering::Acquire)
+            {
+                return Some(EntryRef(cached));
+            }
+        }
+        let map = inner.filters.read().unwrap_or_else(|e| e.into_inner());
+        // Read under the lock: no change of the map is between the two.
+        let generation = inner.generation.load(Ordering::Acquire);
+        let entry = map.get(name)?.clone();
+        drop(map);
+        // The old entry's name buffer is reused, so that a thread that
+        // alternates between filters does not allocate on every call.
+        let mut old_name = cached.map(|c| c.name).unwrap_or_default();
+        old_name.clear();
+        old_name.extend_from_slice(name);
+        Some(EntryRef(Some(CachedEntry {
+            store: inner.uid,
+            generation,
+            name: old_name,
+            entry,
+        })))
+    }
+
+    /// The filters, for a change: every thread's cached entry stops
+    /// counting as current.
+    fn filters_mut(&self) -> ShardedLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
+        let map = self
+            .inner
             .filters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        map
     }
 
     /// Before a mutation: a log whose sync failed is usable again only after
@@ -726,11 +849,7 @@ impl Store {
         let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
         self.ready_to_write()?;
         let lsn = {
-            let mut map = self
-                .inner
-                .filters
-                .write()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut map = self.filters_mut();
             if let Some(e) = map.get(name) {
                 if !read_st(&e.state).expired_now() {
                     return Err(ErrorKind::Exists.into());
@@ -752,7 +871,7 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name: name.to_vec(),
-                    state: RwLock::new(EntryState {
+                    state: ShardedLock::new(EntryState {
                         filter,
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
@@ -766,7 +885,7 @@ impl Store {
     }
 
     /// The live (not expired) entry for `name`, deleting it if it expired.
-    fn live(&self, name: &[u8]) -> Result<Option<Arc<Entry>>> {
+    fn live(&self, name: &[u8]) -> Result<Option<EntryRef>> {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
@@ -885,33 +1004,30 @@ impl Store {
         st: &EntryState,
         items: &[&[u8]],
     ) -> Result<Option<(AddOutcome, u64)>> {
-        // Small calls (most of a server's) hash onto the stack.
-        let mut stack = [ItemHash::default(); 32];
+        // Small calls (most of a server's) hash onto the stack, and a
+        // single item without setting up an array.
+        let one: [ItemHash; 1];
+        let mut stack: [ItemHash; 32];
         let heap: Vec<ItemHash>;
-        let hashes: &[ItemHash] = if items.len() <= stack.len() {
-            for (slot, item) in stack.iter_mut().zip(items) {
-                *slot = hash(&st.filter, item);
+        let hashes: &[ItemHash] = match items {
+            [item] => {
+                one = [hash(&st.filter, item)];
+                &one
             }
-            &stack[..items.len()]
-        } else {
-            heap = items.iter().map(|i| hash(&st.filter, i)).collect();
-            &heap
+            _ if items.len() <= 32 => {
+                stack = [ItemHash::default(); 32];
+                for (slot, item) in stack.iter_mut().zip(items) {
+                    *slot = hash(&st.filter, item);
+                }
+                &stack[..items.len()]
+            }
+            _ => {
+                heap = items.iter().map(|i| hash(&st.filter, i)).collect();
+                &heap
+            }
         };
         match &st.filter {
-            AnyFilter::Bloom(b) => self
-                .add_logged(
-                    entry.id,
-                    &st.dirty,
-                    hashes,
-                    false,
-                    |h| b.prefetch(h),
-                    |h| b.contains_hash(h),
-                    |chunk, out| {
-                        b.add_hashes(chunk, out);
-                        None
-                    },
-                )
-                .map(Some),
+            AnyFilter::Bloom(b) => self.add_bloom(entry.id, &st.dirty, b, hashes).map(Some),
             AnyFilter::Scalable(s) => {
                 // One read of the chain for the batch (see `ChainWriter`),
                 // with room reserved for all of it: no add can fail, so the
@@ -944,6 +1060,44 @@ impl Store {
             }
             _ => unreachable!("only Bloom and scalable filters are shared"),
         }
+    }
+
+    /// [`add_logged`](Self::add_logged) for a fixed-size Bloom filter, in
+    /// one pass over each item's block: the filter's own checked add
+    /// (`add_hashes_logged`) finds the absent items, has them logged, then
+    /// sets their bits, with the block and mask found once.
+    fn add_bloom(
+        &self,
+        id: u64,
+        dirty: &AtomicBool,
+        filter: &BloomFilter,
+        hashes: &[ItemHash],
+    ) -> Result<(AddOutcome, u64)> {
+        const CHUNK: usize = 16;
+        for &h in hashes.iter().take(CHUNK) {
+            filter.prefetch(h);
+        }
+        let mut outcome = AddOutcome {
+            new: Vec::with_capacity(hashes.len()),
+            stopped: None,
+        };
+        for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
+            for &h in hashes.iter().skip((c + 1) * CHUNK).take(CHUNK) {
+                filter.prefetch(h);
+            }
+            filter.add_hashes_logged(
+                chunk,
+                |absent| {
+                    self.inner.wal.append_hashes(2, id, absent)?;
+                    mark_dirty(dirty);
+                    fence(Ordering::Release);
+                    Ok::<(), Error>(())
+                },
+                &mut outcome.new,
+            )?;
+        }
+        fence(Ordering::Acquire);
+        Ok((outcome, self.inner.wal.last_lsn()))
     }
 
     /// The add loop of both paths, in chunks small enough that the cache
@@ -988,7 +1142,7 @@ impl Store {
             }
             if n > 0 {
                 self.inner.wal.append_hashes(2, id, &to_log[..n])?;
-                dirty.store(true, Ordering::Relaxed);
+                mark_dirty(dirty);
                 fence(Ordering::Release);
             }
             if let Some(e) = apply(chunk, &mut outcome.new) {
@@ -1068,11 +1222,7 @@ impl Store {
         let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
         self.ready_to_write()?;
         let lsn = {
-            let mut map = self
-                .inner
-                .filters
-                .write()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut map = self.filters_mut();
             if let Some(e) = map.get(name) {
                 if !read_st(&e.state).expired_now() {
                     return Err(ErrorKind::Exists.into());
@@ -1094,7 +1244,7 @@ impl Store {
                 Arc::new(Entry {
                     id,
                     name: name.to_vec(),
-                    state: RwLock::new(EntryState {
+                    state: ShardedLock::new(EntryState {
                         filter: AnyFilter::Scalable(filter),
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
@@ -1194,11 +1344,7 @@ impl Store {
     /// run a checkpoint: for the checkpoint itself (expired filters).
     fn delete_logged(&self, name: &[u8]) -> Result<bool> {
         let lsn = {
-            let mut map = self
-                .inner
-                .filters
-                .write()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut map = self.filters_mut();
             let Some(e) = map.get(name) else {
                 return Ok(false);
             };

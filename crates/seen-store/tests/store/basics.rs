@@ -105,6 +105,37 @@ fn names_errors_delete_and_recreate() {
     assert!(matches!(e.kind(), ErrorKind::Filter(_)), "{e}");
 }
 
+/// A thread remembers the filter it used last (to skip the lookup): two
+/// stores with the same filter name, used in turns from one thread, keep
+/// their own filters, and a store reopened in the same thread sees the
+/// reopened filter.
+#[test]
+fn one_thread_using_two_stores_keeps_their_filters_apart() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Store::open(d1.path(), opts(FsyncPolicy::No)).unwrap();
+    let b = Store::open(d2.path(), opts(FsyncPolicy::No)).unwrap();
+    a.create(b"f", &bloom()).unwrap();
+    b.create(b"f", &bloom()).unwrap();
+    for i in 0..50 {
+        let (x, y) = (format!("a{i}"), format!("b{i}"));
+        assert_eq!(a.add(b"f", &[x.as_bytes()], None).unwrap().new, vec![true]);
+        assert_eq!(b.add(b"f", &[y.as_bytes()], None).unwrap().new, vec![true]);
+        assert_eq!(
+            b.contains(b"f", &[x.as_bytes()]).unwrap(),
+            Some(vec![false])
+        );
+        assert_eq!(
+            a.contains(b"f", &[y.as_bytes()]).unwrap(),
+            Some(vec![false])
+        );
+    }
+    drop(a);
+    let a = Store::open(d1.path(), opts(FsyncPolicy::No)).unwrap();
+    assert_eq!(a.contains(b"f", &[b"a7"]).unwrap(), Some(vec![true]));
+    assert_eq!(a.add(b"f", &[b"a50"], None).unwrap().new, vec![true]);
+    assert_eq!(b.contains(b"f", &[b"a50"]).unwrap(), Some(vec![false]));
+}
+
 #[test]
 fn deleted_filters_stay_deleted_after_checkpoint_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
