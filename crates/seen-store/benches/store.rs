@@ -6,6 +6,10 @@
 //! cargo bench -p seen-store --bench store
 //! SEEN_BENCH_DIR=/path/on/the/disk/to/test cargo bench -p seen-store --bench store
 //! ```
+//!
+//! For a profiler, `SEEN_BENCH_PROFILE=<target>:<writers>x<items>` (target
+//! `memory`, `no`, `everysec` or `always`; e.g. `everysec:50x1`) warms that
+//! one target, runs that one cell for 10 seconds and prints its adds/s.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,6 +50,10 @@ type AddFn = Arc<dyn Fn(&[&[u8]]) + Send + Sync>;
 
 /// Adds/s of `threads` writers calling `add(batch items)` for `RUN`.
 fn throughput(threads: u64, batch: usize, add: AddFn) -> f64 {
+    throughput_for(threads, batch, add, RUN)
+}
+
+fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
@@ -54,7 +62,7 @@ fn throughput(threads: u64, batch: usize, add: AddFn) -> f64 {
             std::thread::spawn(move || {
                 let mut i = 0u64;
                 let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); batch];
-                while start.elapsed() < RUN {
+                while start.elapsed() < run {
                     for _ in 0..16 {
                         for b in bufs.iter_mut() {
                             key(t, i, b);
@@ -101,12 +109,6 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
     }
-    println!(
-        "### Add throughput (adds per second; median of {ROUNDS} {}-second runs, taken in turns)\n",
-        RUN.as_secs()
-    );
-    println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory (range) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
     // One in-memory filter and one store per policy, each warmed once and
     // kept for every run, so that the runs can take turns: a slow moment of
     // this shared VM then lands on every column alike.
@@ -117,6 +119,7 @@ fn main() {
         std::hint::black_box(m.add_many(items));
     })];
     let mut dirs = Vec::new();
+    let profile = std::env::var("SEEN_BENCH_PROFILE").ok();
     for policy in [FsyncPolicy::No, FsyncPolicy::EverySec, FsyncPolicy::Always] {
         let dir = base_dir();
         let store = Arc::new(
@@ -135,9 +138,35 @@ fn main() {
         }));
         dirs.push(dir);
     }
+    if let Some(p) = profile {
+        let parse = || -> Option<(usize, u64, usize)> {
+            let (target, cell) = p.split_once(':')?;
+            let i = ["memory", "no", "everysec", "always"]
+                .iter()
+                .position(|t| *t == target)?;
+            let (w, b) = cell.split_once('x')?;
+            Some((i, w.parse().ok()?, b.parse().ok()?))
+        };
+        let Some((i, threads, batch)) = parse() else {
+            panic!(
+                "SEEN_BENCH_PROFILE={p}: expected <memory|no|everysec|always>:<writers>x<items>"
+            );
+        };
+        warm_up(&targets[i]);
+        eprintln!("warmed up; running {p} (pid {})", std::process::id());
+        let rate = throughput_for(threads, batch, targets[i].clone(), Duration::from_secs(10));
+        println!("{p}: {rate:.0} adds/s");
+        return;
+    }
     for add in &targets {
         warm_up(add);
     }
+    println!(
+        "### Add throughput (adds per second; median of {ROUNDS} {}-second runs, taken in turns)\n",
+        RUN.as_secs()
+    );
+    println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory (range) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for (threads, batch) in [(1u64, 1usize), (1, 100), (50, 1), (50, 100)] {
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
         for _ in 0..ROUNDS {
