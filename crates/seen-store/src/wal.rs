@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use memmap2::MmapRaw;
 
 use crate::error::{io_err, ErrorKind, Result};
@@ -124,21 +125,26 @@ struct PageHelper {
 }
 
 /// The log.
+///
+/// What appends write (the state, `last_lsn`) and what syncs write sit on
+/// cache lines of their own (`CachePadded`), apart from what every call
+/// only reads (`poisoned`, the policy, ...): a read-mostly field sharing a
+/// line with a written one costs a miss on every call, on every core.
 pub(crate) struct Wal {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     policy: FsyncPolicy,
     segment_size: u64,
-    state: Mutex<State>,
-    sync: Mutex<SyncState>,
+    state: CachePadded<Mutex<State>>,
+    sync: CachePadded<Mutex<SyncState>>,
     synced_cv: Condvar,
     stop: AtomicBool,
     /// Mirrors of `State::next_lsn - 1` and `SyncState::poisoned`, so the
     /// hot path reads them without taking the locks.
-    last_lsn: AtomicU64,
+    last_lsn: CachePadded<AtomicU64>,
     /// Mirrors of `SyncState::synced_lsn` and `in_progress`, read by
     /// waiters that spin before they sleep.
-    synced_lsn: AtomicU64,
+    synced_lsn: CachePadded<AtomicU64>,
     sync_running: AtomicBool,
     poisoned: AtomicBool,
     pages: std::sync::OnceLock<PageHelper>,
@@ -197,22 +203,22 @@ impl Wal {
             dir,
             policy,
             segment_size,
-            state: Mutex::new(State {
+            state: CachePadded::new(Mutex::new(State {
                 cur,
                 next_lsn,
                 unsynced: Vec::new(),
                 segments,
-            }),
-            sync: Mutex::new(SyncState {
+            })),
+            sync: CachePadded::new(Mutex::new(SyncState {
                 synced_lsn: next_lsn - 1,
                 in_progress: false,
                 last_batch: 0,
                 poisoned: None,
-            }),
+            })),
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
-            last_lsn: AtomicU64::new(next_lsn - 1),
-            synced_lsn: AtomicU64::new(next_lsn - 1),
+            last_lsn: CachePadded::new(AtomicU64::new(next_lsn - 1)),
+            synced_lsn: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             pages: std::sync::OnceLock::new(),
