@@ -157,7 +157,28 @@ pub struct BloomFilter {
     capacity: u64,
     error_rate: f64,
     /// Adds that reported "new".
-    items: AtomicU64,
+    items: OwnLine,
+}
+
+/// A counter on cache lines of its own. Every add on every core writes
+/// the item count; next to the fields that every call only reads (the bit
+/// array's address and size), it would cost each call a miss whenever
+/// another core had added since.
+#[repr(align(128))]
+#[derive(Default)]
+pub(crate) struct OwnLine(pub(crate) AtomicU64);
+
+impl std::ops::Deref for OwnLine {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for OwnLine {
+    fn deref_mut(&mut self) -> &mut AtomicU64 {
+        &mut self.0
+    }
 }
 
 impl std::fmt::Debug for BloomFilter {
@@ -216,7 +237,7 @@ impl BloomFilter {
             seed,
             capacity,
             error_rate,
-            items: AtomicU64::new(items),
+            items: OwnLine(AtomicU64::new(items)),
         }
     }
 

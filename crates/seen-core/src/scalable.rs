@@ -151,7 +151,7 @@ pub(crate) struct ChainParams {
 pub struct ScalableBloomFilter {
     params: ChainParams,
     links: RwLock<Vec<Arc<BloomFilter>>>,
-    items: AtomicU64,
+    items: crate::bloom::OwnLine,
 }
 
 impl std::fmt::Debug for ScalableBloomFilter {
@@ -200,7 +200,7 @@ impl ScalableBloomFilter {
         ScalableBloomFilter {
             params,
             links: RwLock::new(links.into_iter().map(Arc::new).collect()),
-            items: AtomicU64::new(items),
+            items: crate::bloom::OwnLine(AtomicU64::new(items)),
         }
     }
 
