@@ -9,7 +9,8 @@
 //!
 //! For a profiler, `SEEN_BENCH_PROFILE=<target>:<writers>x<items>` (target
 //! `memory`, `no`, `everysec` or `always`; e.g. `everysec:50x1`) warms that
-//! one target, runs that one cell for 10 seconds and prints its adds/s.
+//! one target, runs that one cell for 10 seconds and prints its adds/s;
+//! `SEEN_BENCH_SKIP_ADDS=1` runs only the checkpoint and reopen part.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -158,7 +159,8 @@ fn main() {
         println!("{p}: {rate:.0} adds/s");
         return;
     }
-    for add in &targets {
+    let skip_adds = std::env::var_os("SEEN_BENCH_SKIP_ADDS").is_some();
+    for add in targets.iter().filter(|_| !skip_adds) {
         warm_up(add);
     }
     println!(
@@ -167,7 +169,8 @@ fn main() {
     );
     println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory (range) |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for (threads, batch) in [(1u64, 1usize), (1, 100), (50, 1), (50, 100)] {
+    let cells = [(1u64, 1usize), (1, 100), (50, 1), (50, 100)];
+    for (threads, batch) in cells.into_iter().filter(|_| !skip_adds) {
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
         for _ in 0..ROUNDS {
             for (i, add) in targets.iter().enumerate() {
