@@ -114,7 +114,7 @@ struct SyncState {
 
 /// How far ahead of the append position the page helper keeps pages
 /// mapped in, and the step in which it moves.
-const PAGE_WINDOW: usize = 1 << 20;
+const PAGE_WINDOW: usize = 256 << 10;
 
 /// How writers wake the page helper.
 struct PageHelper {
@@ -847,12 +847,12 @@ mod tests {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(20));
             resident = mapped_kib(&path);
-            if resident <= 4 << 10 {
+            if resident <= 1 << 10 {
                 break;
             }
         }
         assert!(
-            resident <= 4 << 10,
+            resident <= 1 << 10,
             "{resident} KiB of the segment still mapped after 10 MiB were written"
         );
         // Every record reads back, byte for byte, from the page cache.
