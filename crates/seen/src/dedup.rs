@@ -137,7 +137,7 @@ enum ProgressMode {
 /// Where the "seen before?" answers come from.
 enum Backend {
     Local {
-        filter: BloomFilter,
+        filter: Box<BloomFilter>,
         state: Option<PathBuf>,
         hashes: Vec<ItemHash>,
     },
@@ -658,7 +658,7 @@ fn open_backend(args: &DedupArgs) -> Result<Backend> {
         }
     };
     Ok(Backend::Local {
-        filter,
+        filter: Box::new(filter),
         state: args.state.clone(),
         hashes: Vec::new(),
     })
