@@ -890,7 +890,7 @@ impl Store {
             return Ok(None);
         };
         if read_st(&e.state).expired_now() {
-            self.delete(name)?;
+            self.delete_expired(name, e.id)?;
             return Ok(None);
         }
         Ok(Some(e))
@@ -948,7 +948,7 @@ impl Store {
             if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
                 if st.expired_now() {
                     drop(st);
-                    self.delete(name)?;
+                    self.delete_expired(name, entry.id)?;
                     return self.add_pending(name, items, create, create_limit);
                 }
                 if let Some((outcome, lsn)) = self.add_shared(&entry, &st, items)? {
@@ -963,7 +963,7 @@ impl Store {
         let mut st = write_st(&entry.state);
         if st.expired_now() {
             drop(st);
-            self.delete(name)?;
+            self.delete_expired(name, entry.id)?;
             return self.add_pending(name, items, create, create_limit);
         }
         let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
@@ -1337,17 +1337,29 @@ impl Store {
     /// Deletes a filter; `false` if there was none.
     pub fn delete(&self, name: &[u8]) -> Result<bool> {
         self.ready_to_write()?;
-        self.delete_logged(name)
+        self.delete_logged(name, None)
+    }
+
+    /// Deletes the expired filter `id` under `name`, unless the name has
+    /// been given to a new filter since it was found expired (`create`
+    /// replaces an expired filter): that one must stay.
+    fn delete_expired(&self, name: &[u8], id: u64) -> Result<()> {
+        self.ready_to_write()?;
+        self.delete_logged(name, Some(id)).map(drop)
     }
 
     /// [`delete`](Self::delete) without the poisoned-log check, which may
     /// run a checkpoint: for the checkpoint itself (expired filters).
-    fn delete_logged(&self, name: &[u8]) -> Result<bool> {
+    /// With `only`, deletes the filter only if it is still that one.
+    fn delete_logged(&self, name: &[u8], only: Option<u64>) -> Result<bool> {
         let lsn = {
             let mut map = self.filters_mut();
             let Some(e) = map.get(name) else {
                 return Ok(false);
             };
+            if only.is_some_and(|id| id != e.id) {
+                return Ok(false);
+            }
             let lsn = self.inner.wal.append(&Record::Delete { id: e.id })?;
             let e = map.remove(name).expect("present");
             lock(&self.inner.deleted).push(e.id);
@@ -1383,7 +1395,7 @@ impl Store {
         };
         self.inner.wal.commit(lsn)?;
         if at_ms != 0 && at_ms <= now_ms() {
-            self.delete(name)?;
+            self.delete_expired(name, entry.id)?;
         }
         Ok(true)
     }
@@ -1536,7 +1548,7 @@ impl Store {
             };
             let Some((pending, lsn)) = pending else {
                 if read_st(&e.state).expired(now) {
-                    self.delete_logged(&e.name)?;
+                    self.delete_logged(&e.name, Some(e.id))?;
                 }
                 continue;
             };

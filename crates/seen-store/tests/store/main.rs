@@ -5,3 +5,4 @@ mod concurrent;
 mod crash;
 mod faults;
 mod props;
+mod races;
