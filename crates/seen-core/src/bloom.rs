@@ -320,6 +320,10 @@ impl BloomFilter {
     /// `log` saw it). On the blocked layout each item's block is found
     /// and its mask computed once for both steps.
     ///
+    /// A release fence separates `log` from the bit writes: a thread that
+    /// sees one of those bits and then issues an acquire fence also sees
+    /// every write `log` made (a log position, say).
+    ///
     /// # Panics
     ///
     /// If `hashes` holds more than 16 items.
@@ -346,6 +350,7 @@ impl BloomFilter {
                 }
                 if n > 0 {
                     log(&absent[..n])?;
+                    std::sync::atomic::fence(Ordering::Release);
                 }
                 let before = new.len();
                 for &h in hashes {

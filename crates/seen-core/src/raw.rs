@@ -268,6 +268,7 @@ impl RawFilter {
             let mask = block_mask(h.hi, self.hashes);
             let is_new = !block_has(block, &mask) && {
                 log(hashes)?;
+                std::sync::atomic::fence(Ordering::Release);
                 block_add_locked(block, &mask)
             };
             new.push(is_new);
@@ -290,6 +291,7 @@ impl RawFilter {
         }
         if n > 0 {
             log(&absent[..n])?;
+            std::sync::atomic::fence(Ordering::Release);
         }
         let mut added = 0;
         let mut next = todo[..n].iter();
