@@ -22,7 +22,9 @@
 //! A helper thread keeps the map's pages out of the writers' way: it maps
 //! in the pages just ahead of the append position before a writer reaches
 //! them (`MADV_POPULATE_WRITE`: the kernel zeroes each fresh page of the
-//! preallocated file, which costs more than the appends that fill it), and
+//! preallocated file, which costs more than the appends that fill it; not
+//! under `Always`, where the syncs would write those zero pages out before
+//! the records that fill them), and
 //! unmaps the pages behind it (`MADV_DONTNEED`: their bytes stay in the
 //! page cache, dirty until synced, so nothing is lost; but a sync no longer
 //! write-protects them one by one, with an interrupt to every core that
@@ -249,6 +251,11 @@ impl Wal {
     /// and ends when the log is dropped or closed.
     fn start_page_helper(wal: &Arc<Wal>) -> Result<()> {
         let weak = Arc::downgrade(wal);
+        // Populating writes dirty (zero) pages, which a sync then writes
+        // out before the records that fill them are written again: under
+        // `always`, which syncs every moment, that would write the log
+        // twice, so there the writers fault the pages in themselves.
+        let populate = wal.policy != FsyncPolicy::Always;
         let handle = std::thread::Builder::new()
             .name("seen-wal-pages".into())
             .spawn(move || {
@@ -270,7 +277,7 @@ impl Wal {
                         (first, ahead, behind) = (seg, 0, 0);
                     }
                     let want = ((offset / PAGE_WINDOW + 2) * PAGE_WINDOW).min(map.len());
-                    if want > ahead {
+                    if want > ahead && populate {
                         let from = ahead.max(offset / PAGE_WINDOW * PAGE_WINDOW);
                         // Best effort: on a kernel before 5.14 this fails,
                         // and writers fault the pages in themselves.
