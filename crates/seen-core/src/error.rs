@@ -12,7 +12,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// An error from building, using, encoding or decoding a filter.
 #[derive(Debug)]
 pub struct Error {
-    kind: ErrorKind,
+    // Boxed: a `Result` of this crate then costs one pointer more than its
+    // value, however large the error, and the hot paths move less.
+    kind: Box<ErrorKind>,
 }
 
 impl Error {
@@ -23,13 +25,15 @@ impl Error {
 
     /// Consumes the error, returning its kind.
     pub fn into_kind(self) -> ErrorKind {
-        self.kind
+        *self.kind
     }
 }
 
 impl From<ErrorKind> for Error {
     fn from(kind: ErrorKind) -> Self {
-        Error { kind }
+        Error {
+            kind: Box::new(kind),
+        }
     }
 }
 
@@ -51,7 +55,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
+        match &*self.kind {
             ErrorKind::Io(e) => Some(e),
             _ => None,
         }

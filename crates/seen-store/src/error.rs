@@ -9,7 +9,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// An error from the durable store.
 #[derive(Debug)]
 pub struct Error {
-    kind: ErrorKind,
+    // Boxed: a `Result` of this crate then costs one pointer more than its
+    // value, however large the error, and the hot paths move less.
+    kind: Box<ErrorKind>,
 }
 
 impl Error {
@@ -21,7 +23,9 @@ impl Error {
 
 impl From<ErrorKind> for Error {
     fn from(kind: ErrorKind) -> Self {
-        Error { kind }
+        Error {
+            kind: Box::new(kind),
+        }
     }
 }
 
@@ -33,7 +37,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
+        match &*self.kind {
             ErrorKind::Io { source, .. } => Some(source),
             ErrorKind::Filter(e) => Some(e),
             _ => None,
