@@ -814,6 +814,26 @@ impl Store {
         })))
     }
 
+    /// Runs `f` on the entry this thread looked up last, if that is still
+    /// `name`'s, without taking it out of the thread's cache (see
+    /// [`LAST_ENTRY`]); `None` otherwise, and when called inside such a
+    /// call for another name.
+    #[inline]
+    fn with_cached_entry<R>(&self, name: &[u8], f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let inner = &*self.inner;
+        LAST_ENTRY
+            .try_with(|l| {
+                let c = l.try_borrow().ok()?;
+                let c = c.as_ref()?;
+                (c.store == inner.uid
+                    && c.name == name
+                    && c.generation == inner.generation.load(Ordering::Acquire))
+                .then(|| f(&c.entry))
+            })
+            .ok()
+            .flatten()
+    }
+
     /// The filters, for a change: every thread's cached entry stops
     /// counting as current.
     fn filters_mut(&self) -> ShardedLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
@@ -925,6 +945,12 @@ impl Store {
         create_limit: u64,
     ) -> Result<(AddOutcome, Pending)> {
         self.ready_to_write()?;
+        // The filter this thread used last, in place (most calls).
+        if let Some(r) = self.with_cached_entry(name, |entry| {
+            self.add_to_entry(name, entry, items, create, create_limit)
+        }) {
+            return r;
+        }
         let entry = match self.entry(name) {
             Some(e) => e,
             None => match create {
@@ -940,18 +966,35 @@ impl Store {
                 None => return Err(ErrorKind::NotFound.into()),
             },
         };
+        self.add_to_entry(name, &entry, items, create, create_limit)
+    }
+
+    /// [`add_pending`](Self::add_pending) once the name is looked up.
+    fn add_to_entry(
+        &self,
+        name: &[u8],
+        entry: &Entry,
+        items: &[&[u8]],
+        create: Option<&FilterSpec>,
+        create_limit: u64,
+    ) -> Result<(AddOutcome, Pending)> {
         // Fixed-size and scalable Bloom filters take concurrent adds (the
         // core makes the "new" answer exact): hold the state shared, so
         // that writers on several cores fill one filter at once.
         {
             let st = read_st(&entry.state);
+            if let (AnyFilter::Bloom(b), [item]) = (&st.filter, items) {
+                if !st.expired_now() {
+                    return self.add_one_bloom(entry.id, &st.dirty, b, item);
+                }
+            }
             if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
                 if st.expired_now() {
                     drop(st);
                     self.delete_expired(name, entry.id)?;
                     return self.add_pending(name, items, create, create_limit);
                 }
-                if let Some((outcome, lsn)) = self.add_shared(&entry, &st, items)? {
+                if let Some((outcome, lsn)) = self.add_shared(entry, &st, items)? {
                     return Ok((outcome, Pending(lsn)));
                 }
                 // A chain near a sub-filter's capacity: there an add can
@@ -1060,6 +1103,34 @@ impl Store {
             }
             _ => unreachable!("only Bloom and scalable filters are shared"),
         }
+    }
+
+    /// [`add_bloom`](Self::add_bloom) of a single item (most calls of a
+    /// server), without its loops.
+    #[inline]
+    fn add_one_bloom(
+        &self,
+        id: u64,
+        dirty: &AtomicBool,
+        filter: &BloomFilter,
+        item: &[u8],
+    ) -> Result<(AddOutcome, Pending)> {
+        let h = filter.hash(item);
+        filter.prefetch(h);
+        let mut new = Vec::with_capacity(1);
+        filter.add_hashes_logged(
+            &[h],
+            |absent| {
+                self.inner.wal.append_hashes(2, id, absent)?;
+                mark_dirty(dirty);
+                fence(Ordering::Release);
+                Ok::<(), Error>(())
+            },
+            &mut new,
+        )?;
+        fence(Ordering::Acquire);
+        let outcome = AddOutcome { new, stopped: None };
+        Ok((outcome, Pending(self.inner.wal.last_lsn())))
     }
 
     /// [`add_logged`](Self::add_logged) for a fixed-size Bloom filter, in

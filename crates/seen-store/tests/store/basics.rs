@@ -136,6 +136,55 @@ fn one_thread_using_two_stores_keeps_their_filters_apart() {
     assert_eq!(b.contains(b"f", &[b"a50"]).unwrap(), Some(vec![false]));
 }
 
+/// A thread's add finds the filter it used last expired: the add, given a
+/// spec, deletes it and creates and fills a new one (a call nested inside
+/// the one that holds the thread's cached entry), and later calls use the
+/// new filter, before and after a reopen.
+#[test]
+fn an_add_to_the_cached_filter_after_it_expired_makes_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        for i in 0..3 {
+            let item = format!("old{i}");
+            assert_eq!(
+                s.add(b"f", &[item.as_bytes()], None).unwrap().new,
+                vec![true]
+            );
+        }
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(30);
+        assert!(s.expire_at(b"f", Some(soon)).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        // Without a spec: the filter is gone.
+        assert!(s.add(b"f", &[b"new"], None).is_err());
+        s.create(b"f", &bloom()).unwrap();
+        s.add(b"f", &[b"new0"], None).unwrap();
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(30);
+        assert!(s.expire_at(b"f", Some(soon)).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        // With one: a new filter, holding only what is added from now on.
+        assert_eq!(
+            s.add(b"f", &[b"new1"], Some(&bloom())).unwrap().new,
+            vec![true]
+        );
+        assert_eq!(s.add(b"f", &[b"new1"], None).unwrap().new, vec![false]);
+        assert_eq!(s.add(b"f", &[b"new2"], None).unwrap().new, vec![true]);
+        assert_eq!(
+            s.contains(b"f", &[b"old0", b"new0", b"new1", b"new2"])
+                .unwrap(),
+            Some(vec![false, false, true, true])
+        );
+        assert_eq!(s.len(), 1);
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    assert_eq!(
+        s.contains(b"f", &[b"old0", b"new0", b"new1", b"new2"])
+            .unwrap(),
+        Some(vec![false, false, true, true])
+    );
+}
+
 #[test]
 fn deleted_filters_stay_deleted_after_checkpoint_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
