@@ -11,6 +11,11 @@
 //! `memory`, `no`, `everysec` or `always`; e.g. `everysec:50x1`) warms that
 //! one target, runs that one cell for 10 seconds and prints its adds/s;
 //! `SEEN_BENCH_SKIP_ADDS=1` runs only the checkpoint and reopen part.
+//! With `SEEN_BENCH_VS_MEMORY=<rounds>` as well, it runs that cell and the
+//! in-memory filter in turns, `rounds` times a quarter of a second each,
+//! and prints the quartiles of the ratio: short turns pair each run with
+//! one of the in-memory filter on the same moment of this shared VM, which
+//! makes two builds comparable to a few per cent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,6 +159,26 @@ fn main() {
             );
         };
         warm_up(&targets[i]);
+        if let Ok(rounds) = std::env::var("SEEN_BENCH_VS_MEMORY") {
+            let rounds: usize = rounds.parse().expect("SEEN_BENCH_VS_MEMORY=<rounds>");
+            warm_up(&targets[0]);
+            let mut ratios = Vec::new();
+            let short = Duration::from_millis(250);
+            for _ in 0..rounds {
+                let m = throughput_for(threads, batch, targets[0].clone(), short);
+                let s = throughput_for(threads, batch, targets[i].clone(), short);
+                ratios.push(s / m);
+            }
+            ratios.sort_by(f64::total_cmp);
+            let q = |f: f64| 100.0 * ratios[((ratios.len() - 1) as f64 * f) as usize];
+            println!(
+                "{p}: quartiles {:.1}% {:.1}% {:.1}%",
+                q(0.25),
+                q(0.5),
+                q(0.75)
+            );
+            return;
+        }
         eprintln!("warmed up; running {p} (pid {})", std::process::id());
         let rate = throughput_for(threads, batch, targets[i].clone(), Duration::from_secs(10));
         println!("{p}: {rate:.0} adds/s");
