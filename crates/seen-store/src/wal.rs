@@ -754,6 +754,59 @@ mod tests {
     use crate::fs::RealFs;
 
     #[test]
+    fn concurrent_appends_keep_every_record_whole_and_in_lsn_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        let wal = Wal::open(
+            fs.clone(),
+            dir.path().to_path_buf(),
+            FsyncPolicy::No,
+            1 << 16,
+            1,
+            vec![],
+        )
+        .unwrap();
+        let threads = 4u64;
+        let per = 5_000u64;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let wal = &wal;
+                s.spawn(move || {
+                    for i in 0..per {
+                        let n = 1 + (i % 3) as usize;
+                        let hashes: Vec<ItemHash> =
+                            (0..n as u64).map(|j| ItemHash { lo: i, hi: j }).collect();
+                        wal.append_hashes(2 + (i % 2) as u8, t, &hashes).unwrap();
+                    }
+                });
+            }
+        });
+        let segments = wal.state.lock().unwrap().segments.clone();
+        let mut next = 1;
+        let mut counts = vec![0u64; threads as usize];
+        read_all(&*fs, &segments, false, |f| {
+            assert_eq!(f.lsn, next, "records out of lsn order");
+            next += 1;
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add or remove");
+            };
+            let hashes = hashes.to_vec();
+            let i = hashes[0].lo;
+            assert_eq!(add, i % 2 == 0);
+            assert_eq!(hashes.len(), 1 + (i % 3) as usize);
+            assert!(hashes
+                .iter()
+                .enumerate()
+                .all(|(j, h)| h.lo == i && h.hi == j as u64));
+            counts[id as usize] += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(next - 1, threads * per);
+        assert!(counts.iter().all(|&c| c == per), "{counts:?}");
+    }
+
+    #[test]
     fn append_hashes_writes_the_same_bytes_as_record_encode() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
