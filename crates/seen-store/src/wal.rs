@@ -753,19 +753,28 @@ mod tests {
     use super::*;
     use crate::fs::RealFs;
 
-    #[test]
-    fn concurrent_appends_keep_every_record_whole_and_in_lsn_order() {
+    /// A new log, starting at lsn 1, in a new temporary directory.
+    fn fresh_wal(
+        policy: FsyncPolicy,
+        segment_size: u64,
+    ) -> (tempfile::TempDir, Arc<dyn Fs>, Arc<Wal>) {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let wal = Wal::open(
             fs.clone(),
             dir.path().to_path_buf(),
-            FsyncPolicy::No,
-            1 << 16,
+            policy,
+            segment_size,
             1,
             vec![],
         )
         .unwrap();
+        (dir, fs, wal)
+    }
+
+    #[test]
+    fn concurrent_appends_keep_every_record_whole_and_in_lsn_order() {
+        let (_dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let threads = 4u64;
         let per = 5_000u64;
         std::thread::scope(|s| {
@@ -808,17 +817,7 @@ mod tests {
 
     #[test]
     fn append_hashes_writes_the_same_bytes_as_record_encode() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn Fs> = Arc::new(RealFs);
-        let wal = Wal::open(
-            fs.clone(),
-            dir.path().to_path_buf(),
-            FsyncPolicy::No,
-            1 << 16,
-            1,
-            vec![],
-        )
-        .unwrap();
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let hashes: Vec<ItemHash> = (0..5).map(|i| ItemHash { lo: i, hi: !i }).collect();
         let a = wal.append_hashes(2, 9, &hashes).unwrap();
         let b = wal
@@ -878,17 +877,7 @@ mod tests {
 
     #[test]
     fn the_page_helper_unmaps_written_pages_and_loses_no_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn Fs> = Arc::new(RealFs);
-        let wal = Wal::open(
-            fs.clone(),
-            dir.path().to_path_buf(),
-            FsyncPolicy::EverySec,
-            32 << 20,
-            1,
-            vec![],
-        )
-        .unwrap();
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 32 << 20);
         let path = dir.path().join(segment_name(1));
         // 16-hash records of 288 bytes: about 10 MiB in all, in two halves
         // with a pause between them for the helper.
