@@ -59,7 +59,13 @@ fn throughput(threads: u64, batch: usize, add: AddFn) -> f64 {
     throughput_for(threads, batch, add, RUN)
 }
 
+/// Timed runs so far: each run adds keys of its own, so that every add of
+/// every run is of a new item (which the store must log). A run that
+/// re-added an earlier run's keys would time mostly lookups.
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
 fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 {
+    let first_key = (RUNS.fetch_add(1, Ordering::Relaxed) + 1) * 1000;
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
@@ -71,7 +77,7 @@ fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 
                 while start.elapsed() < run {
                     for _ in 0..16 {
                         for b in bufs.iter_mut() {
-                            key(t, i, b);
+                            key(first_key + t, i, b);
                             i += 1;
                         }
                         let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
