@@ -1117,11 +1117,13 @@ impl Store {
     ) -> Result<(AddOutcome, Pending)> {
         let h = filter.hash(item);
         filter.prefetch(h);
+        // Encoded while the filter's line is on its way (see `prepare_one`).
+        let mut record = self.inner.wal.prepare_one(2, id, h);
         let mut new = Vec::with_capacity(1);
         filter.add_hashes_logged(
             &[h],
-            |absent| {
-                self.inner.wal.append_hashes(2, id, absent)?;
+            |_| {
+                self.inner.wal.append_prepared(&mut record)?;
                 mark_dirty(dirty);
                 fence(Ordering::Release);
                 Ok::<(), Error>(())

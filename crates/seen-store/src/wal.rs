@@ -168,6 +168,52 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
 }
 
+/// Bytes of the record of one hash: a 9-byte header (lsn, kind), the
+/// filter id and count (12), the hash (16), after the length and CRC (8),
+/// padded to 8.
+const ONE_RECORD: usize = (8 + ONE_LEN).next_multiple_of(8);
+
+/// The part of [`ONE_RECORD`] its length field counts and its CRC covers.
+const ONE_LEN: usize = 9 + 12 + 16;
+
+/// Encodes the add or remove record of `hashes` into `buf` (exactly its
+/// padded length): the layout of [`Record::encode`] for these kinds.
+fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash]) {
+    let len = 9 + 12 + 16 * hashes.len();
+    buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+    buf[8..16].copy_from_slice(&lsn.to_le_bytes());
+    buf[16] = kind;
+    buf[17..25].copy_from_slice(&id.to_le_bytes());
+    buf[25..29].copy_from_slice(&(hashes.len() as u32).to_le_bytes());
+    for (dst, h) in buf[29..29 + 16 * hashes.len()]
+        .chunks_exact_mut(16)
+        .zip(hashes)
+    {
+        dst.copy_from_slice(&h.to_le_bytes());
+    }
+    buf[8 + len..].fill(0);
+    let crc = crc32fast::hash(&buf[8..8 + len]);
+    buf[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A record of one hash, encoded before its append (see
+/// [`Wal::prepare_one`]).
+pub(crate) struct Prepared {
+    bytes: [u8; ONE_RECORD],
+    lsn: u64,
+}
+
+impl Prepared {
+    /// Gives the record another lsn, and the CRC that goes with it (when
+    /// another writer took the lsn it was made for).
+    fn set_lsn(&mut self, lsn: u64) {
+        self.lsn = lsn;
+        self.bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
+        let crc = crc32fast::hash(&self.bytes[8..8 + ONE_LEN]);
+        self.bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 impl Segment {
     /// The bytes at `off..off + len` of the map, to write a record into.
     fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
@@ -386,22 +432,47 @@ impl Wal {
             self.roll(&mut st, lsn)?;
         }
         let off = st.cur.offset;
-        let buf = st.cur.bytes_mut(off, total);
-        buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
-        buf[8..16].copy_from_slice(&lsn.to_le_bytes());
-        buf[16] = kind;
-        buf[17..25].copy_from_slice(&id.to_le_bytes());
-        buf[25..29].copy_from_slice(&(hashes.len() as u32).to_le_bytes());
-        for (dst, h) in buf[29..29 + 16 * hashes.len()]
-            .chunks_exact_mut(16)
-            .zip(hashes)
-        {
-            dst.copy_from_slice(&h.to_le_bytes());
-        }
-        buf[8 + len..].fill(0);
-        let crc = crc32fast::hash(&buf[8..8 + len]);
-        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        encode_hashes(st.cur.bytes_mut(off, total), kind, id, lsn, hashes);
         st.cur.offset += total;
+        st.next_lsn += 1;
+        self.last_lsn.store(lsn, Ordering::Release);
+        self.after_append(&st);
+        Ok(lsn)
+    }
+
+    /// Encodes the add (`kind` 2) or remove (`kind` 3) record of one hash
+    /// for filter `id` ahead of its [`append_prepared`](Self::append_prepared),
+    /// for the lsn it will get if no other append comes first (always,
+    /// with one writer). A caller prepares it while the filter's cache
+    /// line is on its way, so that the encoding and its CRC run in the
+    /// shadow of that miss rather than after it.
+    pub(crate) fn prepare_one(&self, kind: u8, id: u64, hash: ItemHash) -> Prepared {
+        let lsn = self.last_lsn.load(Ordering::Relaxed).wrapping_add(1);
+        let mut bytes = [0u8; ONE_RECORD];
+        encode_hashes(&mut bytes, kind, id, lsn, &[hash]);
+        Prepared { bytes, lsn }
+    }
+
+    /// Appends a [`prepare_one`](Self::prepare_one)d record, re-encoding
+    /// its lsn (and CRC) if another append took the one it was made for;
+    /// returns its lsn. Same bytes as [`append_hashes`](Self::append_hashes).
+    pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
+        let mut st = lock(&self.state);
+        let lsn = st.next_lsn;
+        if lsn != rec.lsn {
+            rec.set_lsn(lsn);
+        }
+        if ONE_RECORD as u64 > self.segment_size {
+            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
+        }
+        if st.cur.offset + ONE_RECORD > st.cur.map.len() {
+            self.roll(&mut st, lsn)?;
+        }
+        let off = st.cur.offset;
+        st.cur
+            .bytes_mut(off, ONE_RECORD)
+            .copy_from_slice(&rec.bytes);
+        st.cur.offset += ONE_RECORD;
         st.next_lsn += 1;
         self.last_lsn.store(lsn, Ordering::Release);
         self.after_append(&st);
@@ -785,7 +856,15 @@ mod tests {
                         let n = 1 + (i % 3) as usize;
                         let hashes: Vec<ItemHash> =
                             (0..n as u64).map(|j| ItemHash { lo: i, hi: j }).collect();
-                        wal.append_hashes(2 + (i % 2) as u8, t, &hashes).unwrap();
+                        let kind = 2 + (i % 2) as u8;
+                        if n == 1 && t % 2 == 1 {
+                            // Prepared for an lsn that the other threads
+                            // often take first.
+                            let mut rec = wal.prepare_one(kind, t, hashes[0]);
+                            wal.append_prepared(&mut rec).unwrap();
+                        } else {
+                            wal.append_hashes(kind, t, &hashes).unwrap();
+                        }
                     }
                 });
             }
@@ -849,6 +928,33 @@ mod tests {
         let data = std::fs::read(&segments[0].1).unwrap();
         let enc = Record::Add { id: 9, hashes }.encode(1);
         assert_eq!(&data[..enc.len()], &enc[..]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_prepared_record_has_the_bytes_of_record_encode_for_the_lsn_it_gets(
+            id: u64,
+            lo: u64,
+            hi: u64,
+            add: bool,
+            predicted in 0u64..u64::MAX,
+            got in 0u64..u64::MAX,
+        ) {
+            let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+            wal.last_lsn.store(predicted.wrapping_sub(1), Ordering::Relaxed);
+            let h = ItemHash { lo, hi };
+            let mut rec = wal.prepare_one(if add { 2 } else { 3 }, id, h);
+            proptest::prop_assert_eq!(rec.lsn, predicted);
+            rec.set_lsn(got);
+            let hashes = vec![h];
+            let want = if add {
+                Record::Add { id, hashes }
+            } else {
+                Record::Remove { id, hashes }
+            }
+            .encode(got);
+            proptest::prop_assert_eq!(&rec.bytes[..], &want[..]);
+        }
     }
 
     /// The resident size of this process's map of `path`, from
