@@ -153,16 +153,17 @@ fn an_add_to_the_cached_filter_after_it_expired_makes_a_new_one() {
                 vec![true]
             );
         }
-        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(30);
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(300);
         assert!(s.expire_at(b"f", Some(soon)).unwrap());
-        std::thread::sleep(std::time::Duration::from_millis(60));
+        std::thread::sleep(std::time::Duration::from_millis(400));
         // Without a spec: the filter is gone.
-        assert!(s.add(b"f", &[b"new"], None).is_err());
+        let e = s.add(b"f", &[b"new"], None).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::NotFound), "{e}");
         s.create(b"f", &bloom()).unwrap();
         s.add(b"f", &[b"new0"], None).unwrap();
-        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(30);
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(300);
         assert!(s.expire_at(b"f", Some(soon)).unwrap());
-        std::thread::sleep(std::time::Duration::from_millis(60));
+        std::thread::sleep(std::time::Duration::from_millis(400));
         // With one: a new filter, holding only what is added from now on.
         assert_eq!(
             s.add(b"f", &[b"new1"], Some(&bloom())).unwrap().new,
