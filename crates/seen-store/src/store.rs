@@ -497,13 +497,12 @@ impl Store {
         recovery.snapshot_time = snap_start.elapsed();
         // Log.
         let replay_start = Instant::now();
-        let mut segments: Vec<(u64, PathBuf)> = fs
+        let mut segments: Vec<wal::SegmentFile> = fs
             .list(&wal_dir)
             .map_err(|e| io_err("list", &wal_dir, e))?
             .into_iter()
-            .filter_map(|p| wal::parse_segment_name(&p).map(|l| (l, p)))
+            .filter_map(|p| wal::parse_segment_name(&p))
             .collect();
-        segments.sort();
         let mut deleted = Vec::new();
         let mut replayed = 0usize;
         // Consecutive adds to the same fixed-size filter are applied as one
@@ -552,7 +551,7 @@ impl Store {
         // its adds are batched, and the lsn after which its count is fixed
         // (`u64::MAX` for none).
         let mut hot: Option<(u64, u64, bool, u64)> = None;
-        let last_lsn = wal::read_all(&*fs, &segments, opts.salvage, |found| {
+        let last_lsn = wal::read_all(&*fs, &mut segments, opts.salvage, |found| {
             replayed += 1;
             recovery.log_bytes += found.bytes as u64;
             let lsn = found.lsn;
@@ -816,8 +815,12 @@ impl Store {
 
     /// Runs `f` on the entry this thread looked up last, if that is still
     /// `name`'s, without taking it out of the thread's cache (see
-    /// [`LAST_ENTRY`]); `None` otherwise, and when called inside such a
-    /// call for another name.
+    /// [`LAST_ENTRY`]); `None` otherwise. Calls nest: inside `f`, a call
+    /// for the same name and generation runs on the cached entry too, and
+    /// one that must look another entry up cannot put it back into the
+    /// borrowed cache (`EntryRef`'s drop gives up). A nested add after an
+    /// expiry ends because deleting the expired filter moves the
+    /// generation on (`filters_mut`), so the cache no longer matches.
     #[inline]
     fn with_cached_entry<R>(&self, name: &[u8], f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let inner = &*self.inner;
@@ -1021,6 +1024,7 @@ impl Store {
             dirty,
             &hashes,
             log_all,
+            false,
             |h| prefetch(&filter.borrow(), h),
             |h| contains(&filter.borrow(), h),
             |chunk, out| {
@@ -1086,6 +1090,7 @@ impl Store {
                     &st.dirty,
                     hashes,
                     false,
+                    true,
                     |h| w.borrow().prefetch(h),
                     |h| w.borrow().contains_hash(h),
                     |chunk, out| {
@@ -1161,7 +1166,7 @@ impl Store {
             filter.add_hashes_logged(
                 chunk,
                 |absent| {
-                    self.inner.wal.append_hashes(2, id, absent)?;
+                    self.inner.wal.append_hashes(2, id, absent, true)?;
                     mark_dirty(dirty);
                     fence(Ordering::Release);
                     Ok::<(), Error>(())
@@ -1177,7 +1182,9 @@ impl Store {
     /// lines the check loads are still there when the chunk is applied:
     /// check (the next chunk prefetched meanwhile, so that misses overlap), log
     /// what can change the filter (every item with `log_all`), then apply;
-    /// stops at the first error `apply` returns. Returns the answers and
+    /// stops at the first error `apply` returns. Records go to any of the
+    /// log's lanes with `any_lane` (adds whose order cannot matter), else
+    /// to lane 0 (see the `wal` module docs). Returns the answers and
     /// an lsn that covers every record they depend on (including the
     /// records of earlier adds of the same items).
     #[allow(clippy::too_many_arguments)]
@@ -1187,6 +1194,7 @@ impl Store {
         dirty: &AtomicBool,
         hashes: &[ItemHash],
         log_all: bool,
+        any_lane: bool,
         prefetch: impl Fn(ItemHash),
         contains: impl Fn(ItemHash) -> bool,
         apply: impl Fn(&[ItemHash], &mut Vec<bool>) -> Option<seen_core::Error>,
@@ -1214,7 +1222,9 @@ impl Store {
                 }
             }
             if n > 0 {
-                self.inner.wal.append_hashes(2, id, &to_log[..n])?;
+                self.inner
+                    .wal
+                    .append_hashes(2, id, &to_log[..n], any_lane)?;
                 mark_dirty(dirty);
                 fence(Ordering::Release);
             }
@@ -1395,7 +1405,7 @@ impl Store {
             }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
-                self.inner.wal.append_hashes(3, entry.id, chunk)?;
+                self.inner.wal.append_hashes(3, entry.id, chunk, false)?;
             }
             st.dirty.store(true, Ordering::Relaxed);
             (

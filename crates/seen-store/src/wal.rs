@@ -19,6 +19,23 @@
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
 //!   a process kill loses nothing.
 //!
+//! Lanes. Under `EverySec` and `No` the log has four lanes, each a
+//! sequence of segments with a mutex of its own; every record still takes
+//! its lsn from one counter, under its lane's mutex, so that each lane is
+//! in lsn order and recovery merges the lanes by lsn. A writer tries its
+//! own lane first, then any free one: one preempted while it holds a lane
+//! (50 writers sharing 2 cores) no longer stops the others, as it did when
+//! the log had one mutex. Only adds whose order against other records does
+//! not matter go to any lane: adds to a fixed-size Bloom filter, and the
+//! adds with reserved room to a scalable chain (bits only get set, so any
+//! order gives the same filter). Every other record (create, delete,
+//! expire, remove, the adds of counting filters and of chains near a
+//! sub-filter's capacity, dump loads) goes to lane 0. A record that
+//! depends on another (an add on its filter's create, say) is appended
+//! after that one has returned, so it has the higher lsn. Under `Always`
+//! there is one lane: every commit syncs every lane that holds records,
+//! and one file takes one `fdatasync`.
+//!
 //! A helper thread keeps the map's pages out of the writers' way: it maps
 //! in the pages just ahead of the append position before a writer reaches
 //! them (`MADV_POPULATE_WRITE`: the kernel zeroes each fresh page of the
@@ -69,14 +86,55 @@ impl std::str::FromStr for FsyncPolicy {
     }
 }
 
-pub(crate) fn segment_name(first_lsn: u64) -> String {
-    format!("{first_lsn:020}.log")
+/// The file name of a segment: its first lsn (20 digits), its lane (2) and
+/// its place in the lane (10 or more), e.g.
+/// `00000000000000000001.00.0000000000.log`.
+pub(crate) fn segment_name(first_lsn: u64, lane: usize, seq: u64) -> String {
+    format!("{first_lsn:020}.{lane:02}.{seq:010}.log")
 }
 
-pub(crate) fn parse_segment_name(path: &Path) -> Option<u64> {
+/// A segment file found in the log directory.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SegmentFile {
+    pub(crate) lane: usize,
+    /// Its place in the lane; `None` for a segment written before lanes
+    /// (named `<first lsn>.log`, lane 0, before every numbered one).
+    pub(crate) seq: Option<u64>,
+    /// The lsn in its name: no record in it has a lower one.
+    pub(crate) first_lsn: u64,
+    pub(crate) path: PathBuf,
+    /// The lsn of its last record (0 for none), once it has been read.
+    pub(crate) last_lsn: Option<u64>,
+}
+
+pub(crate) fn parse_segment_name(path: &Path) -> Option<SegmentFile> {
     let name = path.file_name()?.to_str()?;
-    let lsn = name.strip_suffix(".log")?;
-    (lsn.len() == 20).then(|| lsn.parse().ok())?
+    let stem = name.strip_suffix(".log")?;
+    let digits = |s: &str, min: usize| -> Option<u64> {
+        (s.len() >= min && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let mut parts = stem.split('.');
+    let first = parts.next()?;
+    if first.len() != 20 {
+        return None;
+    }
+    let first_lsn = digits(first, 20)?;
+    let (lane, seq) = match (parts.next(), parts.next(), parts.next()) {
+        (None, _, _) => (0, None),
+        (Some(lane), Some(seq), None) if lane.len() == 2 => {
+            (digits(lane, 2)? as usize, Some(digits(seq, 10)?))
+        }
+        _ => return None,
+    };
+    Some(SegmentFile {
+        lane,
+        seq,
+        first_lsn,
+        path: path.to_path_buf(),
+        last_lsn: None,
+    })
 }
 
 struct Segment {
@@ -87,16 +145,45 @@ struct Segment {
     /// Handle used to sync the segment (shared with the syncer).
     file: Arc<dyn FsFile>,
     offset: usize,
+    path: PathBuf,
 }
 
-struct State {
-    cur: Segment,
-    next_lsn: u64,
+/// What one lane's appends write, under its mutex.
+struct LaneState {
+    /// The segment appends go to; `None` until the lane's first append
+    /// (only lane 0 gets one when the log opens).
+    cur: Option<Segment>,
+    /// The place in the lane of its next segment.
+    next_seq: u64,
     /// Rolled-away segments that may hold unsynced records.
     unsynced: Vec<Arc<dyn FsFile>>,
-    /// Every live segment: first lsn and path, oldest first.
-    segments: Vec<(u64, PathBuf)>,
+    /// Every live segment of the lane, oldest first (the current one
+    /// last): first lsn, path, and the lsn of its last record where it is
+    /// known without a successor (segments found at open).
+    segments: Vec<(u64, PathBuf, Option<u64>)>,
 }
+
+/// One of the log's lanes: a sequence of segments of its own, appended to
+/// under its own mutex (see the module docs).
+struct Lane {
+    state: CachePadded<Mutex<LaneState>>,
+    /// The segment and window the lane's append position was in when the
+    /// page helper was last woken for it; writers wake it when they move
+    /// into another one.
+    window: AtomicU64,
+}
+
+/// Lanes that appends spread over under `EverySec` and `No`. Each has a
+/// preallocated segment once it has been used.
+const LANES: usize = 4;
+
+thread_local! {
+    /// The lane this thread tries first (see [`Wal::lock_any`]).
+    static HOME_LANE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Hands out home lanes to threads in turn.
+static NEXT_HOME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The longest a writer waits for a running sync by yielding before it
 /// sleeps on the condition variable.
@@ -118,17 +205,9 @@ struct SyncState {
 /// mapped in, and the step in which it moves.
 const PAGE_WINDOW: usize = 256 << 10;
 
-/// How writers wake the page helper.
-struct PageHelper {
-    thread: std::thread::Thread,
-    /// The segment and window the append position was in when the helper
-    /// was last woken; writers wake it when they move into another one.
-    window: AtomicU64,
-}
-
 /// The log.
 ///
-/// What appends write (the state, `last_lsn`) and what syncs write sit on
+/// What appends write (the lanes, `next_lsn`) and what syncs write sit on
 /// cache lines of their own (`CachePadded`), apart from what every call
 /// only reads (`poisoned`, the policy, ...): a read-mostly field sharing a
 /// line with a written one costs a miss on every call, on every core.
@@ -137,19 +216,22 @@ pub(crate) struct Wal {
     dir: PathBuf,
     policy: FsyncPolicy,
     segment_size: u64,
-    state: CachePadded<Mutex<State>>,
+    /// Every lane with live segments; appends go to the first `active`.
+    lanes: Vec<Lane>,
+    active: usize,
+    /// The next lsn to hand out (taken under the appending lane's mutex).
+    next_lsn: CachePadded<AtomicU64>,
     sync: CachePadded<Mutex<SyncState>>,
     synced_cv: Condvar,
     stop: AtomicBool,
-    /// Mirrors of `State::next_lsn - 1` and `SyncState::poisoned`, so the
-    /// hot path reads them without taking the locks.
-    last_lsn: CachePadded<AtomicU64>,
     /// Mirrors of `SyncState::synced_lsn` and `in_progress`, read by
     /// waiters that spin before they sleep.
     synced_lsn: CachePadded<AtomicU64>,
     sync_running: AtomicBool,
+    /// Mirror of `SyncState::poisoned`, so the hot path reads it without
+    /// taking the lock.
     poisoned: AtomicBool,
-    pages: std::sync::OnceLock<PageHelper>,
+    pages: std::sync::OnceLock<std::thread::Thread>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -173,7 +255,8 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
 /// padded to 8.
 const ONE_RECORD: usize = (8 + ONE_LEN).next_multiple_of(8);
 
-/// The part of [`ONE_RECORD`] its length field counts and its CRC covers.
+/// The part of a record of one hash that its length field counts and its
+/// CRC covers.
 const ONE_LEN: usize = 9 + 12 + 16;
 
 /// Encodes the add or remove record of `hashes` into `buf` (exactly its
@@ -208,10 +291,17 @@ impl Prepared {
     /// another writer took the lsn it was made for).
     fn set_lsn(&mut self, lsn: u64) {
         self.lsn = lsn;
-        self.bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
-        let crc = crc32fast::hash(&self.bytes[8..8 + ONE_LEN]);
-        self.bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        set_record_lsn(&mut self.bytes, lsn);
     }
+}
+
+/// Gives an encoded record (`bytes`, as [`Record::encode`] makes them)
+/// another lsn, and the CRC that goes with it.
+fn set_record_lsn(bytes: &mut [u8], lsn: u64) {
+    let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[8..8 + len]);
+    bytes[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
 impl Segment {
@@ -230,33 +320,65 @@ impl Segment {
 }
 
 impl Wal {
-    /// Opens the log after recovery: appends continue in a fresh segment
-    /// starting at `next_lsn`. `segments` are the existing segment files.
+    /// Opens the log after recovery: appends continue at `next_lsn`, in a
+    /// fresh segment of lane 0 (and of the other lanes when first used).
+    /// `segments` are the existing segment files, each with the lsn of its
+    /// last record.
     pub(crate) fn open(
         fs: Arc<dyn Fs>,
         dir: PathBuf,
         policy: FsyncPolicy,
         segment_size: u64,
         next_lsn: u64,
-        mut segments: Vec<(u64, PathBuf)>,
+        mut segments: Vec<SegmentFile>,
     ) -> Result<Arc<Wal>> {
-        // A segment that starts at `next_lsn` holds no record: replace it.
-        if segments.last().is_some_and(|(first, _)| *first == next_lsn) {
-            segments.pop();
+        // Under `Always` every commit syncs every lane with records: one
+        // lane, one fsync.
+        let active = if policy == FsyncPolicy::Always {
+            1
+        } else {
+            LANES
+        };
+        segments.sort();
+        let count = segments
+            .iter()
+            .map(|s| s.lane + 1)
+            .max()
+            .unwrap_or(0)
+            .max(active);
+        let mut lanes: Vec<LaneState> = (0..count)
+            .map(|_| LaneState {
+                cur: None,
+                next_seq: 0,
+                unsynced: Vec::new(),
+                segments: Vec::new(),
+            })
+            .collect();
+        for s in segments {
+            let lane = &mut lanes[s.lane];
+            if let Some(seq) = s.seq {
+                lane.next_seq = lane.next_seq.max(seq + 1);
+            }
+            lane.segments.push((s.first_lsn, s.path, s.last_lsn));
         }
-        let cur = Self::new_segment(&*fs, &dir, segment_size, next_lsn)?;
-        segments.push((next_lsn, dir.join(segment_name(next_lsn))));
+        let first = Self::new_segment(&*fs, &dir, segment_size, next_lsn, 0, lanes[0].next_seq)?;
+        lanes[0].segments.push((next_lsn, first.path.clone(), None));
+        lanes[0].next_seq += 1;
+        lanes[0].cur = Some(first);
         let wal = Arc::new(Wal {
             fs,
             dir,
             policy,
             segment_size,
-            state: CachePadded::new(Mutex::new(State {
-                cur,
-                next_lsn,
-                unsynced: Vec::new(),
-                segments,
-            })),
+            lanes: lanes
+                .into_iter()
+                .map(|st| Lane {
+                    state: CachePadded::new(Mutex::new(st)),
+                    window: AtomicU64::new(u64::MAX),
+                })
+                .collect(),
+            active,
+            next_lsn: CachePadded::new(AtomicU64::new(next_lsn)),
             sync: CachePadded::new(Mutex::new(SyncState {
                 synced_lsn: next_lsn - 1,
                 in_progress: false,
@@ -265,7 +387,6 @@ impl Wal {
             })),
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
-            last_lsn: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             synced_lsn: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -292,9 +413,9 @@ impl Wal {
         Ok(wal)
     }
 
-    /// Starts the thread that maps pages in ahead of the append position
-    /// and out behind it (see the module docs). It holds the log weakly,
-    /// and ends when the log is dropped or closed.
+    /// Starts the thread that maps pages in ahead of each lane's append
+    /// position and out behind it (see the module docs). It holds the log
+    /// weakly, and ends when the log is dropped or closed.
     fn start_page_helper(wal: &Arc<Wal>) -> Result<()> {
         let weak = Arc::downgrade(wal);
         // Populating writes dirty (zero) pages, which a sync then writes
@@ -302,77 +423,96 @@ impl Wal {
         // `always`, which syncs every moment, that would write the log
         // twice, so there the writers fault the pages in themselves.
         let populate = wal.policy != FsyncPolicy::Always;
+        let active = wal.active;
         let handle = std::thread::Builder::new()
             .name("seen-wal-pages".into())
             .spawn(move || {
-                // The segment last seen (by its first lsn), and how far
-                // into it pages have been mapped in and unmapped.
-                let (mut first, mut ahead, mut behind) = (u64::MAX, 0usize, 0usize);
+                // Per lane: the segment last seen (by its first lsn), and
+                // how far into it pages have been mapped in and unmapped.
+                let mut seen = vec![(u64::MAX, 0usize, 0usize); active];
                 loop {
                     std::thread::park_timeout(Duration::from_millis(100));
                     let Some(wal) = weak.upgrade() else { return };
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let (map, offset, seg) = {
-                        let st = lock(&wal.state);
-                        (st.cur.map.clone(), st.cur.offset, st.cur.first_lsn)
-                    };
+                    let now: Vec<_> = wal.lanes[..active]
+                        .iter()
+                        .map(|lane| {
+                            let st = lock(&lane.state);
+                            st.cur
+                                .as_ref()
+                                .map(|c| (c.map.clone(), c.offset, c.first_lsn))
+                        })
+                        .collect();
                     drop(wal);
-                    if seg != first {
-                        (first, ahead, behind) = (seg, 0, 0);
-                    }
-                    let want = ((offset / PAGE_WINDOW + 2) * PAGE_WINDOW).min(map.len());
-                    if want > ahead && populate {
-                        let from = ahead.max(offset / PAGE_WINDOW * PAGE_WINDOW);
-                        // Best effort: on a kernel before 5.14 this fails,
-                        // and writers fault the pages in themselves.
-                        let _ = map.advise_range(memmap2::Advice::PopulateWrite, from, want - from);
-                        ahead = want;
-                    }
-                    // Every byte below the append position is written for
-                    // good (appends only move forward), so the pages wholly
-                    // below it can go.
-                    let done = offset / PAGE_WINDOW * PAGE_WINDOW;
-                    if done > behind {
-                        // SAFETY: for a shared file mapping MADV_DONTNEED
-                        // unmaps the pages but keeps their contents, dirty
-                        // or not, in the page cache (a later access maps
-                        // them back); no writer is in this range any more,
-                        // and the map outlives the call (`map` holds it).
-                        let _ = unsafe {
-                            map.unchecked_advise_range(
-                                memmap2::UncheckedAdvice::DontNeed,
-                                behind,
-                                done - behind,
-                            )
+                    for ((first, ahead, behind), now) in seen.iter_mut().zip(now) {
+                        let Some((map, offset, seg)) = now else {
+                            continue;
                         };
-                        behind = done;
+                        if seg != *first {
+                            (*first, *ahead, *behind) = (seg, 0, 0);
+                        }
+                        let want = ((offset / PAGE_WINDOW + 2) * PAGE_WINDOW).min(map.len());
+                        if want > *ahead && populate {
+                            let from = (*ahead).max(offset / PAGE_WINDOW * PAGE_WINDOW);
+                            // Best effort: on a kernel before 5.14 this
+                            // fails, and writers fault the pages in
+                            // themselves.
+                            let _ =
+                                map.advise_range(memmap2::Advice::PopulateWrite, from, want - from);
+                            *ahead = want;
+                        }
+                        // Every byte below the append position is written
+                        // for good (appends only move forward), so the
+                        // pages wholly below it can go.
+                        let done = offset / PAGE_WINDOW * PAGE_WINDOW;
+                        if done > *behind {
+                            // SAFETY: for a shared file mapping
+                            // MADV_DONTNEED unmaps the pages but keeps their
+                            // contents, dirty or not, in the page cache (a
+                            // later access maps them back); no writer is in
+                            // this range any more, and the map outlives the
+                            // call (`map` holds it).
+                            let _ = unsafe {
+                                map.unchecked_advise_range(
+                                    memmap2::UncheckedAdvice::DontNeed,
+                                    *behind,
+                                    done - *behind,
+                                )
+                            };
+                            *behind = done;
+                        }
                     }
                 }
             })
             .map_err(|e| io_err("spawn page thread for", &wal.dir, e))?;
-        let _ = wal.pages.set(PageHelper {
-            thread: handle.thread().clone(),
-            window: AtomicU64::new(u64::MAX),
-        });
+        let _ = wal.pages.set(handle.thread().clone());
         Ok(())
     }
 
-    /// Wakes the page helper when the append position has moved into
-    /// another window, or another segment.
-    fn after_append(&self, st: &State) {
-        if let Some(p) = self.pages.get() {
-            let w = (st.cur.first_lsn << 24) ^ (st.cur.offset / PAGE_WINDOW) as u64;
-            if p.window.load(Ordering::Relaxed) != w {
-                p.window.store(w, Ordering::Relaxed);
-                p.thread.unpark();
+    /// Wakes the page helper when lane `lane`'s append position has moved
+    /// into another window, or another segment.
+    fn after_append(&self, lane: usize, cur: &Segment) {
+        if let Some(helper) = self.pages.get() {
+            let w = (cur.first_lsn << 24) ^ (cur.offset / PAGE_WINDOW) as u64;
+            let window = &self.lanes[lane].window;
+            if window.load(Ordering::Relaxed) != w {
+                window.store(w, Ordering::Relaxed);
+                helper.unpark();
             }
         }
     }
 
-    fn new_segment(fs: &dyn Fs, dir: &Path, size: u64, first_lsn: u64) -> Result<Segment> {
-        let path = dir.join(segment_name(first_lsn));
+    fn new_segment(
+        fs: &dyn Fs,
+        dir: &Path,
+        size: u64,
+        first_lsn: u64,
+        lane: usize,
+        seq: u64,
+    ) -> Result<Segment> {
+        let path = dir.join(segment_name(first_lsn, lane, seq));
         let file = fs.create(&path).map_err(|e| io_err("create", &path, e))?;
         let setup = (|| {
             file.allocate(size)
@@ -392,120 +532,178 @@ impl Wal {
             map,
             file: Arc::from(file),
             offset: 0,
+            path,
         })
     }
 
-    /// Appends a record; returns its lsn. The record survives a process kill
-    /// as soon as this returns; see [`Wal::commit`] for power loss.
-    pub(crate) fn append(&self, rec: &Record) -> Result<u64> {
-        let mut st = lock(&self.state);
-        let lsn = st.next_lsn;
-        let bytes = rec.encode(lsn);
-        if bytes.len() as u64 > self.segment_size {
+    /// Lane 0, where every record goes whose order against the records
+    /// of its filter matters (see the module docs).
+    fn lock_ordered(&self) -> (usize, MutexGuard<'_, LaneState>) {
+        (0, lock(&self.lanes[0].state))
+    }
+
+    /// Some lane, for a record that may go to any: the thread's own lane
+    /// if it is free, else the first free one after it, else (all busy)
+    /// the thread's own once it is free. A writer whose lane's holder has
+    /// been preempted so goes on in another lane.
+    fn lock_any(&self) -> (usize, MutexGuard<'_, LaneState>) {
+        if self.active == 1 {
+            return self.lock_ordered();
+        }
+        let home = HOME_LANE.with(|h| {
+            if h.get() == usize::MAX {
+                h.set(NEXT_HOME.fetch_add(1, Ordering::Relaxed));
+            }
+            h.get()
+        }) % self.active;
+        for k in 0..self.active {
+            let i = (home + k) % self.active;
+            match self.lanes[i].state.try_lock() {
+                Ok(st) => return (i, st),
+                Err(std::sync::TryLockError::Poisoned(e)) => return (i, e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        (home, lock(&self.lanes[home].state))
+    }
+
+    /// Appends a record of `total` bytes to the lane held (`st`), written
+    /// by `write` given its bytes in the segment and its lsn; returns the
+    /// lsn.
+    fn append_in(
+        &self,
+        lane: usize,
+        st: &mut LaneState,
+        total: usize,
+        write: impl FnOnce(&mut [u8], u64),
+    ) -> Result<u64> {
+        if total as u64 > self.segment_size {
             return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
         }
-        if st.cur.offset + bytes.len() > st.cur.map.len() {
-            self.roll(&mut st, lsn)?;
+        // Taken under the lane's mutex: a lane's records are in lsn order.
+        let lsn = self.next_lsn.fetch_add(1, Ordering::AcqRel);
+        if st
+            .cur
+            .as_ref()
+            .is_none_or(|c| c.offset + total > c.map.len())
+        {
+            // An lsn taken by an append that fails here is never written:
+            // replay takes gaps between lsns in its stride.
+            self.roll(lane, st, lsn)?;
         }
-        let off = st.cur.offset;
-        st.cur.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
-        st.cur.offset += bytes.len();
-        st.next_lsn += 1;
-        self.last_lsn.store(lsn, Ordering::Release);
-        self.after_append(&st);
+        let cur = st.cur.as_mut().expect("a segment after the roll");
+        let off = cur.offset;
+        write(cur.bytes_mut(off, total), lsn);
+        cur.offset += total;
+        self.after_append(lane, cur);
         Ok(lsn)
+    }
+
+    /// Appends a record to lane 0; returns its lsn. The record survives a
+    /// process kill as soon as this returns; see [`Wal::commit`] for power
+    /// loss.
+    pub(crate) fn append(&self, rec: &Record) -> Result<u64> {
+        let mut bytes = rec.encode(0);
+        let (lane, mut st) = self.lock_ordered();
+        let total = bytes.len();
+        self.append_in(lane, &mut st, total, |buf, lsn| {
+            set_record_lsn(&mut bytes, lsn);
+            buf.copy_from_slice(&bytes);
+        })
     }
 
     /// Appends an add (`kind` 2) or remove (`kind` 3) record of `hashes`
     /// for filter `id`, encoding it straight into the segment (the hot
-    /// path: no intermediate buffer). Same bytes as [`Record::encode`].
-    pub(crate) fn append_hashes(&self, kind: u8, id: u64, hashes: &[ItemHash]) -> Result<u64> {
-        let payload = 12 + 16 * hashes.len();
-        let len = 9 + payload;
-        let total = (8 + len).next_multiple_of(8);
-        let mut st = lock(&self.state);
-        let lsn = st.next_lsn;
-        if total as u64 > self.segment_size {
-            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
-        }
-        if st.cur.offset + total > st.cur.map.len() {
-            self.roll(&mut st, lsn)?;
-        }
-        let off = st.cur.offset;
-        encode_hashes(st.cur.bytes_mut(off, total), kind, id, lsn, hashes);
-        st.cur.offset += total;
-        st.next_lsn += 1;
-        self.last_lsn.store(lsn, Ordering::Release);
-        self.after_append(&st);
-        Ok(lsn)
+    /// path: no intermediate buffer); to any lane if `any_lane` (adds
+    /// whose order does not matter, see the module docs), else to lane 0.
+    /// Same bytes as [`Record::encode`].
+    pub(crate) fn append_hashes(
+        &self,
+        kind: u8,
+        id: u64,
+        hashes: &[ItemHash],
+        any_lane: bool,
+    ) -> Result<u64> {
+        let total = (8 + 9 + 12 + 16 * hashes.len()).next_multiple_of(8);
+        let (lane, mut st) = if any_lane {
+            self.lock_any()
+        } else {
+            self.lock_ordered()
+        };
+        self.append_in(lane, &mut st, total, |buf, lsn| {
+            encode_hashes(buf, kind, id, lsn, hashes)
+        })
     }
 
-    /// Encodes the add (`kind` 2) or remove (`kind` 3) record of one hash
-    /// for filter `id` ahead of its [`append_prepared`](Self::append_prepared),
-    /// for the lsn it will get if no other append comes first (always,
-    /// with one writer). A caller prepares it while the filter's cache
-    /// line is on its way, so that the encoding and its CRC run in the
-    /// shadow of that miss rather than after it.
+    /// Encodes the add (`kind` 2) record of one hash for filter `id`
+    /// ahead of its [`append_prepared`](Self::append_prepared), for the
+    /// lsn it will get if no other append comes first (always, with one
+    /// writer). A caller prepares it while the filter's cache line is on
+    /// its way, so that the encoding and its CRC run in the shadow of that
+    /// miss rather than after it.
     pub(crate) fn prepare_one(&self, kind: u8, id: u64, hash: ItemHash) -> Prepared {
-        let lsn = self.last_lsn.load(Ordering::Relaxed).wrapping_add(1);
+        let lsn = self.next_lsn.load(Ordering::Relaxed);
         let mut bytes = [0u8; ONE_RECORD];
         encode_hashes(&mut bytes, kind, id, lsn, &[hash]);
         Prepared { bytes, lsn }
     }
 
-    /// Appends a [`prepare_one`](Self::prepare_one)d record, re-encoding
-    /// its lsn (and CRC) if another append took the one it was made for;
-    /// returns its lsn. Same bytes as [`append_hashes`](Self::append_hashes).
+    /// Appends a [`prepare_one`](Self::prepare_one)d add to any lane,
+    /// re-encoding its lsn (and CRC) if another append took the one it was
+    /// made for; returns its lsn. Same bytes as
+    /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
-        let mut st = lock(&self.state);
-        let lsn = st.next_lsn;
-        if lsn != rec.lsn {
-            rec.set_lsn(lsn);
-        }
-        if ONE_RECORD as u64 > self.segment_size {
-            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
-        }
-        if st.cur.offset + ONE_RECORD > st.cur.map.len() {
-            self.roll(&mut st, lsn)?;
-        }
-        let off = st.cur.offset;
-        st.cur
-            .bytes_mut(off, ONE_RECORD)
-            .copy_from_slice(&rec.bytes);
-        st.cur.offset += ONE_RECORD;
-        st.next_lsn += 1;
-        self.last_lsn.store(lsn, Ordering::Release);
-        self.after_append(&st);
-        Ok(lsn)
+        let (lane, mut st) = self.lock_any();
+        self.append_in(lane, &mut st, ONE_RECORD, |buf, lsn| {
+            if lsn != rec.lsn {
+                rec.set_lsn(lsn);
+            }
+            buf.copy_from_slice(&rec.bytes);
+        })
     }
 
-    /// Starts a new segment if the current one holds any record, so that
-    /// everything logged so far sits in segments a checkpoint can retire
-    /// (and unmap: the old segment's pages stop counting as the process's
-    /// memory).
+    /// Starts a new segment in every lane whose current one holds any
+    /// record, so that everything logged so far sits in segments a
+    /// checkpoint can retire (and unmap: the old segments' pages stop
+    /// counting as the process's memory).
     pub(crate) fn start_new_segment(&self) -> Result<()> {
-        let mut st = lock(&self.state);
-        if st.cur.offset == 0 {
-            return Ok(());
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let mut st = lock(&lane.state);
+            if st.cur.as_ref().is_some_and(|c| c.offset > 0) {
+                // Every record in the lane so far has a lower lsn (they
+                // took theirs under this mutex).
+                let first = self.next_lsn.load(Ordering::Acquire);
+                self.roll(i, &mut st, first)?;
+            }
         }
-        let lsn = st.next_lsn;
-        self.roll(&mut st, lsn)
-    }
-
-    /// Switches to a new segment starting at `lsn`.
-    fn roll(&self, st: &mut State, lsn: u64) -> Result<()> {
-        let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
-        let old = std::mem::replace(&mut st.cur, next);
-        if self.policy != FsyncPolicy::No {
-            st.unsynced.push(old.file.clone());
-        }
-        st.segments.push((lsn, self.dir.join(segment_name(lsn))));
         Ok(())
     }
 
-    /// The lsn of the last record appended (0 if none ever was).
+    /// Switches lane `lane` to a new segment named after `first_lsn`.
+    fn roll(&self, lane: usize, st: &mut LaneState, first_lsn: u64) -> Result<()> {
+        let next = Self::new_segment(
+            &*self.fs,
+            &self.dir,
+            self.segment_size,
+            first_lsn,
+            lane,
+            st.next_seq,
+        )?;
+        st.next_seq += 1;
+        st.segments.push((first_lsn, next.path.clone(), None));
+        if let Some(old) = st.cur.replace(next) {
+            if self.policy != FsyncPolicy::No {
+                st.unsynced.push(old.file.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The highest lsn handed out (0 if none ever was). Its record, and
+    /// every one before it, is written once no append that took one is
+    /// still running.
     pub(crate) fn last_lsn(&self) -> u64 {
-        self.last_lsn.load(Ordering::Acquire)
+        self.next_lsn.load(Ordering::Acquire) - 1
     }
 
     /// Waits until `lsn` is as durable as the policy promises.
@@ -531,7 +729,6 @@ impl Wal {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// Syncs everything appended up to at least `lsn` (group commit).
     pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
         let mut s = lock(&self.sync);
         loop {
@@ -588,13 +785,19 @@ impl Wal {
             }
         }
         // Lead: sync everything appended so far, for us and every waiter.
-        let (target, files, path) = {
-            let mut st = lock(&self.state);
-            let mut files = std::mem::take(&mut st.unsynced);
-            files.push(st.cur.file.clone());
-            let path = self.dir.join(segment_name(st.cur.first_lsn));
-            (st.next_lsn - 1, files, path)
-        };
+        // Every lsn up to `target` has been handed out; taking each lane's
+        // mutex in turn waits for any append still writing one of them.
+        let target = self.last_lsn();
+        let mut files = Vec::new();
+        let mut path = self.dir.clone();
+        for lane in &self.lanes {
+            let mut st = lock(&lane.state);
+            files.append(&mut st.unsynced);
+            if let Some(cur) = &st.cur {
+                files.push(cur.file.clone());
+                path = cur.path.clone();
+            }
+        }
         let result = files.iter().try_for_each(|f| f.sync_data());
         let mut s = lock(&self.sync);
         s.in_progress = false;
@@ -621,37 +824,55 @@ impl Wal {
         out
     }
 
-    /// Starts a new segment at the next lsn and returns the paths of the
-    /// segments that hold only records with lsn `<= upto`, removing them
+    /// Returns the paths of the segments that hold only records with lsn
+    /// `<= upto` (none of them a lane's current segment), removing them
     /// from the live list (the caller deletes the files once snapshots
     /// covering them are durable).
     pub(crate) fn retire_upto(&self, upto: u64) -> Vec<PathBuf> {
-        let mut st = lock(&self.state);
-        let cur_first = st.cur.first_lsn;
         let mut gone = Vec::new();
-        // Segment i covers [first_i, first_{i+1} - 1].
-        while st.segments.len() > 1 {
-            let next_first = st.segments[1].0;
-            if next_first - 1 <= upto && st.segments[0].0 != cur_first {
-                gone.push(st.segments.remove(0).1);
-            } else {
-                break;
+        for lane in &self.lanes {
+            let mut st = lock(&lane.state);
+            let cur = st.cur.as_ref().map(|c| c.path.clone());
+            // A segment's records end where its successor's begin, or at
+            // the last lsn read from it at open.
+            let mut keep = Vec::new();
+            let segments = std::mem::take(&mut st.segments);
+            let n = segments.len();
+            let firsts: Vec<u64> = segments.iter().map(|s| s.0).collect();
+            for (i, (first, path, last)) in segments.into_iter().enumerate() {
+                let end = match (i + 1 < n, last) {
+                    (true, _) => Some(firsts[i + 1] - 1),
+                    (false, Some(last)) => Some(last),
+                    (false, None) => None,
+                };
+                let current = cur.as_ref() == Some(&path);
+                if !current && end.is_some_and(|end| end <= upto) {
+                    gone.push(path);
+                } else {
+                    keep.push((first, path, last));
+                }
             }
+            st.segments = keep;
         }
         gone
     }
 
     /// After a successful checkpoint of every filter, a poisoned log may be
     /// used again: everything it held is in durable snapshots. Starts a
-    /// fresh segment so that no write lands in pages whose sync failed.
+    /// fresh segment in lane 0 (the other lanes start theirs when next
+    /// used), so that no write lands in pages whose sync failed.
     pub(crate) fn reset_after_checkpoint(&self) -> Result<()> {
-        let mut st = lock(&self.state);
-        let lsn = st.next_lsn;
-        let next = Self::new_segment(&*self.fs, &self.dir, self.segment_size, lsn)?;
-        st.cur = next;
-        st.unsynced.clear();
-        st.segments.push((lsn, self.dir.join(segment_name(lsn))));
-        drop(st);
+        let lsn = self.next_lsn.load(Ordering::Acquire);
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let mut st = lock(&lane.state);
+            st.unsynced.clear();
+            if i == 0 {
+                self.roll(0, &mut st, lsn)?;
+                st.unsynced.clear();
+            } else {
+                st.cur = None;
+            }
+        }
         let mut s = lock(&self.sync);
         s.poisoned = None;
         self.poisoned.store(false, Ordering::Release);
@@ -686,25 +907,218 @@ pub(crate) struct Found<'a> {
     pub(crate) bytes: usize,
 }
 
-/// Reads every segment in order. A bad record in the newest segment that
-/// no valid record follows is a torn tail (a crash mid-append): reading stops
-/// there with a warning. A bad record anywhere else is corruption: an error
-/// naming the file and offset, unless `salvage` is set, in which case the
-/// rest of that segment is skipped with a warning.
+/// Reads the log: every lane's segments in their order, the records of
+/// all lanes merged in lsn order. Within a lane lsns must rise; between
+/// lanes they may leave gaps (lsns handed to appends that never wrote).
+/// A bad record in a lane's newest segment that no valid record follows
+/// is a torn tail (a crash mid-append): that lane's reading stops there
+/// with a warning, and the torn bytes are zeroed. A bad record anywhere
+/// else, a segment missing from a lane, or an lsn met twice is corruption:
+/// an error naming the file and offset, unless `salvage` is set, in which
+/// case the rest of that segment is skipped with a warning. Returns the
+/// highest lsn read, and fills in each segment's `last_lsn`.
 pub(crate) fn read_all(
     fs: &dyn Fs,
-    segments: &[(u64, PathBuf)],
+    segments: &mut [SegmentFile],
     salvage: bool,
     mut on_record: impl FnMut(Found<'_>) -> Result<()>,
 ) -> Result<u64> {
+    segments.sort();
+    let mut lanes: Vec<LaneReader<'_>> = Vec::new();
+    for seg in segments.iter_mut() {
+        match lanes.last_mut() {
+            Some(l) if l.lane == seg.lane => l.segments.push(seg),
+            _ => lanes.push(LaneReader::new(fs, seg.lane, salvage, seg)),
+        }
+    }
+    for lane in &mut lanes {
+        lane.check_sequence()?;
+        lane.advance()?;
+    }
     let mut last_lsn = 0u64;
-    for (i, (first, path)) in segments.iter().enumerate() {
-        let file = fs.open_read(path).map_err(|e| io_err("open", path, e))?;
-        let len = file.metadata().map_err(|e| io_err("stat", path, e))?.len();
+    loop {
+        // The lane whose next record comes first, and the lsn after which
+        // another lane's comes.
+        let mut best: Option<(usize, u64)> = None;
+        let mut bound = u64::MAX;
+        for (i, lane) in lanes.iter().enumerate() {
+            let Some(next) = lane.next else { continue };
+            match best {
+                Some((_, b)) if next >= b => bound = bound.min(next),
+                _ => {
+                    if let Some((_, b)) = best {
+                        bound = bound.min(b);
+                    }
+                    best = Some((i, next));
+                }
+            }
+        }
+        let Some((i, next)) = best else { break };
+        if next == bound {
+            // Two lanes hold the same lsn.
+            lanes[i].damaged_here(format!("lsn {next} is in another lane's segment too"))?;
+        } else {
+            lanes[i].deliver(bound, &mut on_record)?;
+            last_lsn = last_lsn.max(lanes[i].prev);
+        }
+        lanes[i].advance()?;
+    }
+    for lane in &mut lanes {
+        lane.finish(fs)?;
+    }
+    Ok(last_lsn)
+}
+
+/// One lane's segments being read, for [`read_all`].
+struct LaneReader<'s> {
+    fs: &'s dyn Fs,
+    lane: usize,
+    salvage: bool,
+    segments: Vec<&'s mut SegmentFile>,
+    /// The segment being read (an index into `segments`) and its map.
+    at: usize,
+    map: Option<memmap2::Mmap>,
+    opened: bool,
+    off: usize,
+    /// The lsn of the last record delivered from the lane (0 for none).
+    prev: u64,
+    /// The lsn of the valid record at `off`, when there is one.
+    next: Option<u64>,
+    /// A torn tail to zero once the map is gone: path, offset, length.
+    torn: Option<(PathBuf, u64, usize)>,
+}
+
+impl<'s> LaneReader<'s> {
+    fn new(fs: &'s dyn Fs, lane: usize, salvage: bool, first: &'s mut SegmentFile) -> Self {
+        LaneReader {
+            fs,
+            lane,
+            salvage,
+            segments: vec![first],
+            at: 0,
+            map: None,
+            opened: false,
+            off: 0,
+            prev: 0,
+            next: None,
+            torn: None,
+        }
+    }
+
+    /// Numbered segments of a lane follow each other without a gap.
+    fn check_sequence(&self) -> Result<()> {
+        for pair in self.segments.windows(2) {
+            if let (Some(a), Some(b)) = (pair[0].seq, pair[1].seq) {
+                if b != a + 1 {
+                    let what = format!(
+                        "lane {} segment {b} follows segment {a}: the segments between are missing",
+                        self.lane
+                    );
+                    damaged(&pair[1].path, 0, what, self.salvage)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Damage at the current position: an error, or (salvaging) the rest
+    /// of the segment skipped.
+    fn damaged_here(&mut self, what: String) -> Result<()> {
+        damaged(&self.segments[self.at].path, self.off, what, self.salvage)?;
+        self.close_segment();
+        Ok(())
+    }
+
+    fn close_segment(&mut self) {
+        self.segments[self.at].last_lsn = Some(self.prev);
+        self.map = None;
+        self.opened = false;
+        self.off = 0;
+        self.next = None;
+        self.at += 1;
+    }
+
+    /// Moves to the next valid record of the lane, setting `next` (`None`
+    /// at the lane's end).
+    fn advance(&mut self) -> Result<()> {
+        enum Step {
+            End,
+            Record(u64),
+            /// What is wrong, whether a valid record follows, and the
+            /// written bytes from here on (offset, length).
+            Bad(String, bool, Option<(u64, usize)>),
+        }
+        self.next = None;
+        while self.at < self.segments.len() {
+            if !self.opened {
+                self.open_segment()?;
+            }
+            let newest = self.at + 1 == self.segments.len();
+            let first = self.segments[self.at].first_lsn;
+            let off = self.off;
+            let step = {
+                let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
+                match parse(&data[off.min(data.len())..]) {
+                    Parsed::End => Step::End,
+                    Parsed::Record(_, lsn, _) => Step::Record(lsn),
+                    Parsed::Bad(what) => Step::Bad(
+                        what,
+                        valid_record_after(data, off + 8, self.prev + 1),
+                        data[off..]
+                            .iter()
+                            .rposition(|&b| b != 0)
+                            .map(|last| (off as u64, last + 1)),
+                    ),
+                }
+            };
+            match step {
+                Step::End => self.close_segment(),
+                Step::Record(lsn) if lsn < first => {
+                    self.damaged_here(format!(
+                        "record lsn {lsn} in a segment that starts at lsn {first}"
+                    ))?;
+                }
+                Step::Record(lsn) if lsn <= self.prev => {
+                    self.damaged_here(format!(
+                        "record lsn {lsn} after lsn {} in the same lane",
+                        self.prev
+                    ))?;
+                }
+                Step::Record(lsn) => {
+                    self.next = Some(lsn);
+                    return Ok(());
+                }
+                Step::Bad(what, later, written) if newest && !later => {
+                    let path = self.segments[self.at].path.clone();
+                    tracing::warn!(
+                        "{}: torn record at offset {off} ({what}); lane {} ends at lsn {}",
+                        path.display(),
+                        self.lane,
+                        self.prev
+                    );
+                    // Zero the torn bytes (once the map is gone), so that a
+                    // later recovery does not mistake them for corruption
+                    // once newer segments follow.
+                    self.torn = written.map(|(o, l)| (path, o, l));
+                    self.close_segment();
+                }
+                Step::Bad(what, ..) => self.damaged_here(what)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn open_segment(&mut self) -> Result<()> {
+        let path = self.segments[self.at].path.clone();
+        let file = self
+            .fs
+            .open_read(&path)
+            .map_err(|e| io_err("open", &path, e))?;
+        let len = file.metadata().map_err(|e| io_err("stat", &path, e))?.len();
         // The segment is mapped, not copied: records are parsed where the
         // page cache holds them, and only the pages up to the last record
         // (segments are mostly zeros past it) are ever touched.
-        let map = if len == 0 {
+        self.map = if len == 0 {
             None
         } else {
             // SAFETY: the data directory is locked by this store (see
@@ -713,67 +1127,51 @@ pub(crate) fn read_all(
             // tail, if any, is zeroed. (As with the writer's map, a disk
             // read error or another program truncating the file under us
             // is a SIGBUS, not an error.)
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", path, e))?;
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", &path, e))?;
             let _ = map.advise(memmap2::Advice::Sequential);
             Some(map)
         };
-        let data: &[u8] = map.as_deref().unwrap_or(&[]);
-        let mut torn = None;
-        let newest = i + 1 == segments.len();
-        let mut off = 0usize;
-        let mut expect = *first;
-        if last_lsn != 0 && *first != last_lsn + 1 {
-            // A missing segment: records in between are gone.
-            let what =
-                format!("segment starts at lsn {first}, but the log before it ends at {last_lsn}");
-            damaged(path, 0, what, salvage)?;
-        }
-        loop {
-            match parse(&data[off.min(data.len())..]) {
-                Parsed::End => break,
-                Parsed::Record(record, lsn, used) => {
-                    if lsn != expect {
-                        let what = format!("record lsn {lsn} where {expect} was expected");
-                        damaged(path, off, what, salvage)?;
-                        break;
-                    }
-                    on_record(Found {
-                        record,
-                        lsn,
-                        bytes: used,
-                    })?;
-                    last_lsn = lsn;
-                    expect += 1;
-                    off += used;
-                }
-                Parsed::Bad(what) => {
-                    let later = valid_record_after(data, off + 8, expect);
-                    if newest && !later {
-                        tracing::warn!(
-                            "{}: torn record at offset {off} ({what}); the log ends at lsn {}",
-                            path.display(),
-                            expect - 1
-                        );
-                        // Zero the torn bytes (once the map is gone), so
-                        // that a later recovery does not mistake them for
-                        // corruption once newer segments follow.
-                        torn = data[off..]
-                            .iter()
-                            .rposition(|&b| b != 0)
-                            .map(|last| (off as u64, last + 1));
-                        break;
-                    }
-                    damaged(path, off, what, salvage)?;
-                    break;
-                }
-            }
-        }
-        drop(map);
-        if let Some((offset, len)) = torn {
-            zero_range(fs, path, offset, len)?;
-        }
+        self.opened = true;
+        self.off = 0;
+        Ok(())
     }
-    Ok(last_lsn)
+
+    /// Delivers the lane's records from `next` on while their lsns stay
+    /// below `bound` (where another lane's next record comes), each parsed
+    /// once.
+    fn deliver(
+        &mut self,
+        bound: u64,
+        on_record: &mut impl FnMut(Found<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
+        let mut off = self.off;
+        let mut prev = self.prev;
+        while let Parsed::Record(record, lsn, used) = parse(&data[off.min(data.len())..]) {
+            if lsn <= prev || lsn >= bound {
+                break;
+            }
+            on_record(Found {
+                record,
+                lsn,
+                bytes: used,
+            })?;
+            prev = lsn;
+            off += used;
+        }
+        self.off = off;
+        self.prev = prev;
+        Ok(())
+    }
+
+    /// Zeroes the torn tail found, if any.
+    fn finish(&mut self, fs: &dyn Fs) -> Result<()> {
+        self.map = None;
+        if let Some((path, offset, len)) = self.torn.take() {
+            zero_range(fs, &path, offset, len)?;
+        }
+        Ok(())
+    }
 }
 
 /// Damage at `off` of a segment: an error naming the file and offset, or,
@@ -824,6 +1222,14 @@ mod tests {
     use super::*;
     use crate::fs::RealFs;
 
+    /// The segments in `dir`, as the store finds them at open.
+    fn segments_of(dir: &Path) -> Vec<SegmentFile> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| parse_segment_name(&e.unwrap().path()))
+            .collect()
+    }
+
     /// A new log, starting at lsn 1, in a new temporary directory.
     fn fresh_wal(
         policy: FsyncPolicy,
@@ -845,7 +1251,7 @@ mod tests {
 
     #[test]
     fn concurrent_appends_keep_every_record_whole_and_in_lsn_order() {
-        let (_dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let threads = 4u64;
         let per = 5_000u64;
         std::thread::scope(|s| {
@@ -863,16 +1269,20 @@ mod tests {
                             let mut rec = wal.prepare_one(kind, t, hashes[0]);
                             wal.append_prepared(&mut rec).unwrap();
                         } else {
-                            wal.append_hashes(kind, t, &hashes).unwrap();
+                            wal.append_hashes(kind, t, &hashes, true).unwrap();
                         }
                     }
                 });
             }
         });
-        let segments = wal.state.lock().unwrap().segments.clone();
+        let mut segments = segments_of(dir.path());
+        assert!(
+            segments.iter().filter(|s| s.lane > 0).count() > 0,
+            "appends from several threads use several lanes: {segments:?}"
+        );
         let mut next = 1;
         let mut counts = vec![0u64; threads as usize];
-        read_all(&*fs, &segments, false, |f| {
+        read_all(&*fs, &mut segments, false, |f| {
             assert_eq!(f.lsn, next, "records out of lsn order");
             next += 1;
             let Rec::Hashes { add, id, hashes } = f.record else {
@@ -898,18 +1308,18 @@ mod tests {
     fn append_hashes_writes_the_same_bytes_as_record_encode() {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let hashes: Vec<ItemHash> = (0..5).map(|i| ItemHash { lo: i, hi: !i }).collect();
-        let a = wal.append_hashes(2, 9, &hashes).unwrap();
+        let a = wal.append_hashes(2, 9, &hashes, false).unwrap();
         let b = wal
             .append(&Record::Add {
                 id: 9,
                 hashes: hashes.clone(),
             })
             .unwrap();
-        let c = wal.append_hashes(3, 9, &hashes[..1]).unwrap();
+        let c = wal.append_hashes(3, 9, &hashes[..1], false).unwrap();
         assert_eq!((a, b, c), (1, 2, 3));
         let mut seen = Vec::new();
-        let segments = vec![(1, dir.path().join(segment_name(1)))];
-        read_all(&*fs, &segments, false, |f| {
+        let mut segments = segments_of(dir.path());
+        read_all(&*fs, &mut segments, false, |f| {
             let Rec::Hashes { add, id, hashes } = f.record else {
                 panic!("not an add or remove");
             };
@@ -925,9 +1335,146 @@ mod tests {
                 (3, false, 9, hashes[..1].to_vec()),
             ]
         );
-        let data = std::fs::read(&segments[0].1).unwrap();
+        let data = std::fs::read(dir.path().join(segment_name(1, 0, 0))).unwrap();
         let enc = Record::Add { id: 9, hashes }.encode(1);
         assert_eq!(&data[..enc.len()], &enc[..]);
+    }
+
+    #[test]
+    fn a_record_prepared_for_an_lsn_another_append_took_gets_the_next_one() {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        let h = ItemHash { lo: 7, hi: 8 };
+        let mut first = wal.prepare_one(2, 5, h);
+        assert_eq!(first.lsn, 1);
+        let mut second = wal.prepare_one(3, 5, h);
+        // Taken by another append between the prepare and its own.
+        assert_eq!(wal.append_hashes(2, 6, &[h], false).unwrap(), 1);
+        assert_eq!(wal.append_prepared(&mut first).unwrap(), 2);
+        assert_eq!(wal.append_prepared(&mut second).unwrap(), 3);
+        let mut seen = Vec::new();
+        let mut segments = segments_of(dir.path());
+        read_all(&*fs, &mut segments, false, |f| {
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add or remove");
+            };
+            seen.push((f.lsn, add, id, hashes.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (1, true, 6, vec![h]),
+                (2, true, 5, vec![h]),
+                (3, false, 5, vec![h]),
+            ]
+        );
+    }
+
+    /// Appends `n` single-hash adds to lane 0 of a fresh log, closes it,
+    /// and returns the directory and its segments.
+    fn lane0_log(n: u64) -> (tempfile::TempDir, Arc<dyn Fs>) {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        for i in 0..n {
+            wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+        }
+        wal.close().unwrap();
+        (dir, fs)
+    }
+
+    #[test]
+    fn a_segment_named_before_lanes_is_read_as_lane_0() {
+        let (dir, fs) = lane0_log(3);
+        std::fs::rename(
+            dir.path().join(segment_name(1, 0, 0)),
+            dir.path().join(format!("{:020}.log", 1)),
+        )
+        .unwrap();
+        let mut segments = segments_of(dir.path());
+        assert_eq!(segments.len(), 1);
+        assert_eq!((segments[0].lane, segments[0].seq), (0, None));
+        let mut lsns = Vec::new();
+        let last = read_all(&*fs, &mut segments, false, |f| {
+            lsns.push(f.lsn);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((lsns, last), (vec![1, 2, 3], 3));
+        assert_eq!(segments[0].last_lsn, Some(3));
+    }
+
+    #[test]
+    fn a_segment_missing_from_a_lane_stops_the_read_unless_salvaging() {
+        let (dir, fs) = lane0_log(2);
+        // The lane's segment 1 is gone; segment 2 holds lsn 9.
+        let later = dir.path().join(segment_name(9, 0, 2));
+        let mut bytes = vec![0u8; 1 << 12];
+        encode_hashes(
+            &mut bytes[..ONE_RECORD],
+            2,
+            1,
+            9,
+            &[ItemHash { lo: 9, hi: 9 }],
+        );
+        std::fs::write(&later, &bytes).unwrap();
+        let mut segments = segments_of(dir.path());
+        let e = read_all(&*fs, &mut segments, false, |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::Corrupt { path, .. } if *path == later),
+            "{e}"
+        );
+        assert!(e.to_string().contains("missing"), "{e}");
+        let mut lsns = Vec::new();
+        read_all(&*fs, &mut segments_of(dir.path()), true, |f| {
+            lsns.push(f.lsn);
+            Ok(())
+        })
+        .unwrap();
+        // Salvaging reads on past the gap.
+        assert_eq!(lsns, vec![1, 2, 9]);
+    }
+
+    #[test]
+    fn lanes_are_merged_in_lsn_order_and_an_lsn_in_two_lanes_is_corruption() {
+        let (dir, fs) = lane0_log(0);
+        let write = |lane: usize, lsns: &[u64]| {
+            let mut bytes = vec![0u8; 1 << 12];
+            for (k, &lsn) in lsns.iter().enumerate() {
+                let at = k * ONE_RECORD;
+                let h = ItemHash {
+                    lo: lsn,
+                    hi: lane as u64,
+                };
+                encode_hashes(&mut bytes[at..at + ONE_RECORD], 2, 1, lsn, &[h]);
+            }
+            let path = dir.path().join(segment_name(lsns[0], lane, 0));
+            std::fs::write(&path, &bytes).unwrap();
+            path
+        };
+        write(1, &[2, 3, 7]);
+        write(2, &[4, 9]);
+        let third = write(3, &[5, 6]);
+        let mut order = Vec::new();
+        let last = read_all(&*fs, &mut segments_of(dir.path()), false, |f| {
+            let Rec::Hashes { hashes, .. } = f.record else {
+                panic!("not an add");
+            };
+            let h = hashes.to_vec()[0];
+            assert_eq!(h.lo, f.lsn);
+            order.push((f.lsn, h.hi));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(last, 9);
+        assert_eq!(
+            order,
+            vec![(2, 1), (3, 1), (4, 2), (5, 3), (6, 3), (7, 1), (9, 2)]
+        );
+        std::fs::remove_file(third).unwrap();
+        write(3, &[3]);
+        let e = read_all(&*fs, &mut segments_of(dir.path()), false, |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("lsn 3 is in another lane"), "{e}");
     }
 
     proptest::proptest! {
@@ -940,11 +1487,10 @@ mod tests {
             predicted in 0u64..u64::MAX,
             got in 0u64..u64::MAX,
         ) {
-            let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
-            wal.last_lsn.store(predicted.wrapping_sub(1), Ordering::Relaxed);
             let h = ItemHash { lo, hi };
-            let mut rec = wal.prepare_one(if add { 2 } else { 3 }, id, h);
-            proptest::prop_assert_eq!(rec.lsn, predicted);
+            let mut bytes = [0u8; ONE_RECORD];
+            encode_hashes(&mut bytes, if add { 2 } else { 3 }, id, predicted, &[h]);
+            let mut rec = Prepared { bytes, lsn: predicted };
             rec.set_lsn(got);
             let hashes = vec![h];
             let want = if add {
@@ -984,14 +1530,14 @@ mod tests {
     #[test]
     fn the_page_helper_unmaps_written_pages_and_loses_no_record() {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 32 << 20);
-        let path = dir.path().join(segment_name(1));
+        let path = dir.path().join(segment_name(1, 0, 0));
         // 16-hash records of 288 bytes: about 10 MiB in all, in two halves
         // with a pause between them for the helper.
         let record =
             |i: u64| -> Vec<ItemHash> { (0..16).map(|j| ItemHash { lo: i, hi: j }).collect() };
         let n = 10 * (1 << 20) / 288;
         for i in 0..n {
-            wal.append_hashes(2, 7, &record(i)).unwrap();
+            wal.append_hashes(2, 7, &record(i), false).unwrap();
             if i == n / 2 {
                 std::thread::sleep(Duration::from_millis(300));
             }
@@ -1011,9 +1557,9 @@ mod tests {
             "{resident} KiB of the segment still mapped after 10 MiB were written"
         );
         // Every record reads back, byte for byte, from the page cache.
-        let segments = vec![(1, path.clone())];
+        let mut segments = segments_of(dir.path());
         let mut next = 0;
-        read_all(&*fs, &segments, false, |f| {
+        read_all(&*fs, &mut segments, false, |f| {
             let Rec::Hashes { add, id, hashes } = f.record else {
                 panic!("not an add");
             };
