@@ -1589,7 +1589,7 @@ impl Store {
                 if st.expired(now) {
                     None
                 } else if st.dirty.load(Ordering::Relaxed) || all {
-                    let lsn = self.inner.wal.last_lsn();
+                    let lsn = self.inner.wal.order_point();
                     let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                     st.dirty.store(false, Ordering::Relaxed);
                     let fs = &*self.inner.fs;
@@ -1604,7 +1604,7 @@ impl Store {
                             let AnyFilter::Bloom(b) = &st.filter else {
                                 unreachable!("a filter keeps its kind");
                             };
-                            let count_lsn = self.inner.wal.last_lsn().max(lsn).max(1);
+                            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
                             Ok(snapshot::trailer(count_lsn, b.len()))
                         })
                     } else {

@@ -20,9 +20,10 @@
 //!   a process kill loses nothing.
 //!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
-//! sequence of segments with a mutex of its own; every record still takes
-//! its lsn from one counter, under its lane's mutex, so that each lane is
-//! in lsn order and recovery merges the lanes by lsn. A writer tries its
+//! sequence of segments with a mutex of its own; every record takes its
+//! lsn from one counter, under its lane's mutex (unordered adds 64 at a
+//! time, see [`Wal::take_lsn`]), so that each lane is in lsn order and
+//! recovery merges the lanes by lsn. A writer tries its
 //! own lane first, then any free one: one preempted while it holds a lane
 //! (50 writers sharing 2 cores) no longer stops the others, as it did when
 //! the log had one mutex. Only adds whose order against other records does
@@ -32,7 +33,8 @@
 //! expire, remove, the adds of counting filters and of chains near a
 //! sub-filter's capacity, dump loads) goes to lane 0. A record that
 //! depends on another (an add on its filter's create, say) is appended
-//! after that one has returned, so it has the higher lsn. Under `Always`
+//! after that one has returned, and so has the higher lsn (the barrier
+//! of [`Wal::take_lsn`]). Under `Always`
 //! there is one lane: every commit syncs every lane that holds records,
 //! and one file takes one `fdatasync`.
 //!
@@ -161,6 +163,9 @@ struct LaneState {
     /// last): first lsn, path, and the lsn of its last record where it is
     /// known without a successor (segments found at open).
     segments: Vec<(u64, PathBuf, Option<u64>)>,
+    /// The lsns this lane took from the counter for its unordered records
+    /// and has not used yet: `block.0..block.1` (see [`Wal::take_lsn`]).
+    block: (u64, u64),
 }
 
 /// One of the log's lanes: a sequence of segments of its own, appended to
@@ -177,9 +182,17 @@ struct Lane {
 /// preallocated segment once it has been used.
 const LANES: usize = 4;
 
+/// Lsns a lane takes from the shared counter at a time for records that
+/// may go to any lane: the counter's cache line then moves between cores
+/// once per this many appends, not on every one.
+const LSN_BLOCK: u64 = 64;
+
 thread_local! {
     /// The lane this thread tries first (see [`Wal::lock_any`]).
     static HOME_LANE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    /// The lsn this thread's last [`Wal::append_prepared`] got (0 for
+    /// none): a prediction of the next one's, nothing more.
+    static LAST_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Hands out home lanes to threads in turn.
@@ -221,6 +234,11 @@ pub(crate) struct Wal {
     active: usize,
     /// The next lsn to hand out (taken under the appending lane's mutex).
     next_lsn: CachePadded<AtomicU64>,
+    /// The highest lsn that a record going to any lane must exceed: that
+    /// of the last record appended to lane 0, or of the last
+    /// [`order_point`](Wal::order_point). Read by every such append,
+    /// written rarely.
+    barrier: CachePadded<AtomicU64>,
     sync: CachePadded<Mutex<SyncState>>,
     synced_cv: Condvar,
     stop: AtomicBool,
@@ -352,6 +370,7 @@ impl Wal {
                 next_seq: 0,
                 unsynced: Vec::new(),
                 segments: Vec::new(),
+                block: (0, 0),
             })
             .collect();
         for s in segments {
@@ -379,6 +398,7 @@ impl Wal {
                 .collect(),
             active,
             next_lsn: CachePadded::new(AtomicU64::new(next_lsn)),
+            barrier: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             sync: CachePadded::new(Mutex::new(SyncState {
                 synced_lsn: next_lsn - 1,
                 in_progress: false,
@@ -574,14 +594,14 @@ impl Wal {
         &self,
         lane: usize,
         st: &mut LaneState,
+        ordered: bool,
         total: usize,
         write: impl FnOnce(&mut [u8], u64),
     ) -> Result<u64> {
         if total as u64 > self.segment_size {
             return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
         }
-        // Taken under the lane's mutex: a lane's records are in lsn order.
-        let lsn = self.next_lsn.fetch_add(1, Ordering::AcqRel);
+        let lsn = self.take_lsn(st, ordered);
         if st
             .cur
             .as_ref()
@@ -599,6 +619,44 @@ impl Wal {
         Ok(lsn)
     }
 
+    /// The lsn of a record about to be appended to the lane held (`st`);
+    /// taken under the lane's mutex, so a lane's records are in lsn order.
+    /// A record that must keep its order (`ordered`, lane 0) takes the
+    /// counter's next lsn and raises the barrier to it. Any other takes
+    /// the next of its lane's block, unless the barrier has passed the
+    /// block, or it is used up: then the lane takes a new block from the
+    /// counter. A record appended after an ordered one has returned (an
+    /// add after its filter's create, say) so always has the higher lsn.
+    /// With one lane there are no blocks.
+    fn take_lsn(&self, st: &mut LaneState, ordered: bool) -> u64 {
+        if ordered || self.active == 1 {
+            let lsn = self.next_lsn.fetch_add(1, Ordering::AcqRel);
+            if self.active > 1 {
+                self.barrier.fetch_max(lsn, Ordering::AcqRel);
+            }
+            return lsn;
+        }
+        let (next, end) = st.block;
+        if next < end && next > self.barrier.load(Ordering::Acquire) {
+            st.block.0 += 1;
+            return next;
+        }
+        let first = self.next_lsn.fetch_add(LSN_BLOCK, Ordering::AcqRel);
+        st.block = (first + 1, first + LSN_BLOCK);
+        first
+    }
+
+    /// The lsn that a snapshot of a filter taken now covers (call it with
+    /// the filter held exclusively, so that none of its adds is between
+    /// its lsn and its bits): every record of the filter appended so far
+    /// has a lower or equal one, and every one appended from now on a
+    /// higher one (it raises the barrier, see [`take_lsn`](Self::take_lsn)).
+    pub(crate) fn order_point(&self) -> u64 {
+        let lsn = self.last_lsn();
+        self.barrier.fetch_max(lsn, Ordering::AcqRel);
+        lsn
+    }
+
     /// Appends a record to lane 0; returns its lsn. The record survives a
     /// process kill as soon as this returns; see [`Wal::commit`] for power
     /// loss.
@@ -606,7 +664,7 @@ impl Wal {
         let mut bytes = rec.encode(0);
         let (lane, mut st) = self.lock_ordered();
         let total = bytes.len();
-        self.append_in(lane, &mut st, total, |buf, lsn| {
+        self.append_in(lane, &mut st, true, total, |buf, lsn| {
             set_record_lsn(&mut bytes, lsn);
             buf.copy_from_slice(&bytes);
         })
@@ -630,7 +688,7 @@ impl Wal {
         } else {
             self.lock_ordered()
         };
-        self.append_in(lane, &mut st, total, |buf, lsn| {
+        self.append_in(lane, &mut st, !any_lane, total, |buf, lsn| {
             encode_hashes(buf, kind, id, lsn, hashes)
         })
     }
@@ -642,7 +700,12 @@ impl Wal {
     /// its way, so that the encoding and its CRC run in the shadow of that
     /// miss rather than after it.
     pub(crate) fn prepare_one(&self, kind: u8, id: u64, hash: ItemHash) -> Prepared {
-        let lsn = self.next_lsn.load(Ordering::Relaxed);
+        // The lsn after the one this thread's last such append got: the
+        // next of its lane's block, most of the time.
+        let lsn = match LAST_TAKEN.with(|l| l.get()) {
+            0 => self.next_lsn.load(Ordering::Relaxed),
+            last => last.wrapping_add(1),
+        };
         let mut bytes = [0u8; ONE_RECORD];
         encode_hashes(&mut bytes, kind, id, lsn, &[hash]);
         Prepared { bytes, lsn }
@@ -654,12 +717,15 @@ impl Wal {
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
         let (lane, mut st) = self.lock_any();
-        self.append_in(lane, &mut st, ONE_RECORD, |buf, lsn| {
+        let lsn = self.append_in(lane, &mut st, false, ONE_RECORD, |buf, lsn| {
             if lsn != rec.lsn {
                 rec.set_lsn(lsn);
             }
             buf.copy_from_slice(&rec.bytes);
-        })
+        })?;
+        drop(st);
+        LAST_TAKEN.with(|l| l.set(lsn));
+        Ok(lsn)
     }
 
     /// Starts a new segment in every lane whose current one holds any
@@ -674,6 +740,8 @@ impl Wal {
                 // took theirs under this mutex).
                 let first = self.next_lsn.load(Ordering::Acquire);
                 self.roll(i, &mut st, first)?;
+                // Lsns of the block are below the new segment's name.
+                st.block = (0, 0);
             }
         }
         Ok(())
@@ -866,6 +934,7 @@ impl Wal {
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
             st.unsynced.clear();
+            st.block = (0, 0);
             if i == 0 {
                 self.roll(0, &mut st, lsn)?;
                 st.unsynced.clear();
@@ -1280,11 +1349,14 @@ mod tests {
             segments.iter().filter(|s| s.lane > 0).count() > 0,
             "appends from several threads use several lanes: {segments:?}"
         );
-        let mut next = 1;
+        let mut prev = 0;
+        let mut records = 0;
         let mut counts = vec![0u64; threads as usize];
         read_all(&*fs, &mut segments, false, |f| {
-            assert_eq!(f.lsn, next, "records out of lsn order");
-            next += 1;
+            // Lanes take lsns in blocks: gaps, but never out of order.
+            assert!(f.lsn > prev, "records out of lsn order");
+            prev = f.lsn;
+            records += 1;
             let Rec::Hashes { add, id, hashes } = f.record else {
                 panic!("not an add or remove");
             };
@@ -1300,7 +1372,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(next - 1, threads * per);
+        assert_eq!(records, threads * per);
         assert!(counts.iter().all(|&c| c == per), "{counts:?}");
     }
 
@@ -1369,6 +1441,27 @@ mod tests {
                 (3, false, 5, vec![h]),
             ]
         );
+    }
+
+    #[test]
+    fn a_record_for_any_lane_comes_after_an_ordered_one_and_an_order_point() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        // The first takes a block of lsns (the lane's, most of the time;
+        // another's if the page helper held it for a moment).
+        let a = wal.append_hashes(2, 1, &h, true).unwrap();
+        // An ordered record takes the counter's next lsn, past the block.
+        let create = wal.append(&Record::Delete { id: 9 }).unwrap();
+        assert!(create >= a + LSN_BLOCK, "{create} after {a}");
+        // A record for any lane appended after it gets a higher lsn,
+        // though the lane's block has room.
+        let b = wal.append_hashes(2, 1, &h, true).unwrap();
+        assert!(b > create, "{b} after {create}");
+        // So does one after an order point.
+        let point = wal.order_point();
+        assert!(point >= b);
+        let c = wal.append_hashes(2, 1, &h, true).unwrap();
+        assert!(c > point, "{c} after {point}");
     }
 
     /// Appends `n` single-hash adds to lane 0 of a fresh log, closes it,
