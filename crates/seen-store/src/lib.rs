@@ -9,7 +9,7 @@
 //! ```text
 //! <dir>/LOCK                      held (flock) while a store has it open
 //! <dir>/snapshots/<id>.snap       one per filter: name, expiry, lsn, filter
-//! <dir>/wal/<first-lsn>.log       preallocated log segments
+//! <dir>/wal/<lsn>.<lane>.<seq>.log  preallocated log segments, in lanes
 //! ```
 //!
 //! Every mutation is appended to the write-ahead log as a checksummed record
@@ -17,9 +17,17 @@
 //! acknowledged once the record is as durable as the [`FsyncPolicy`]
 //! promises. Checkpoints write changed filters as snapshots (temp file,
 //! fsync, rename, directory fsync) and drop log segments they cover. Opening
-//! loads the snapshots and replays the log after them; a torn last record is
-//! truncated with a warning, corruption elsewhere stops the open with an
-//! error naming the file and offset unless [`StoreOptions::salvage`] is set.
+//! loads the snapshots and replays the log after them (its lanes merged in
+//! lsn order); a torn last record of a lane is truncated with a warning,
+//! corruption elsewhere stops the open with an error naming the file and
+//! offset unless [`StoreOptions::salvage`] is set.
+//!
+//! The log has four lanes under `EverySec` and `No` (one under `Always`),
+//! each with its own mutex: a writer preempted while it appends (many
+//! writers sharing few cores) holds up only its lane, and the others go
+//! on in the rest. Adds that only set bits may go to any lane; every other
+//! record goes to lane 0, and a record appended after another has returned
+//! always has the higher lsn.
 //!
 //! Concurrency: adds to fixed-size Bloom filters, and to scalable chains
 //! whose batch has room reserved in the newest sub-filter, hold the filter

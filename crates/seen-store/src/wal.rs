@@ -933,13 +933,20 @@ impl Wal {
         let lsn = self.next_lsn.load(Ordering::Acquire);
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
+            // Read under the lane's mutex: every record of the lane so far
+            // has a lower lsn.
+            let next = self.next_lsn.load(Ordering::Acquire);
             st.unsynced.clear();
             st.block = (0, 0);
             if i == 0 {
-                self.roll(0, &mut st, lsn)?;
+                self.roll(0, &mut st, next)?;
                 st.unsynced.clear();
-            } else {
-                st.cur = None;
+            } else if st.cur.take().is_some() {
+                // The segment given up has no successor to say where its
+                // records end: say it here, so that it can be retired.
+                if let Some(last) = st.segments.last_mut() {
+                    last.2 = Some(next - 1);
+                }
             }
         }
         let mut s = lock(&self.sync);
