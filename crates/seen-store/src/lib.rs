@@ -26,8 +26,10 @@
 //! each with its own mutex: a writer preempted while it appends (many
 //! writers sharing few cores) holds up only its lane, and the others go
 //! on in the rest. Adds that only set bits may go to any lane; every other
-//! record goes to lane 0, and a record appended after another has returned
-//! always has the higher lsn.
+//! record goes to lane 0, and a record appended after a lane-0 record (or
+//! after a snapshot's log position was read) has returned has the higher
+//! lsn. Two adds of the first kind may have theirs in either order, which
+//! cannot matter: both only set bits.
 //!
 //! Concurrency: adds to fixed-size Bloom filters, and to scalable chains
 //! whose batch has room reserved in the newest sub-filter, hold the filter

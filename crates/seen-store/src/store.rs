@@ -471,6 +471,8 @@ impl Store {
                 Ok(l) => {
                     recovery.snapshots += 1;
                     if let Some(fix) = l.count_fix {
+                        // New records get higher lsns (see below).
+                        max_lsn = max_lsn.max(fix.0);
                         count_fixes.insert(l.id, fix);
                     }
                     max_lsn = max_lsn.max(l.lsn);
@@ -694,19 +696,14 @@ impl Store {
             Ok(())
         })?;
         flush(&mut by_id, &mut pending);
-        // Counts of copies whose log ends at or before their count lsn. A
-        // log that ends before it lost its tail (power loss); new records
-        // would then reuse lsns up to the count lsn, and a later replay
-        // would set the count over theirs, so such filters are
-        // snapshotted again once the store is open.
+        // Counts of copies whose log ends at or before their count lsn (a
+        // log cut by power loss, or one whose last lsns were handed out
+        // and never written). New records get lsns above every count lsn
+        // (`max_lsn` holds them), so a later replay sets such a count where
+        // its copy said, before theirs.
         let next_lsn = last_lsn.max(max_lsn) + 1;
-        let mut resnapshot = false;
-        for (id, (count_lsn, count)) in count_fixes {
+        for (id, (_, count)) in count_fixes {
             if let Some((_, st)) = by_id.get_mut(&id) {
-                if count_lsn >= next_lsn {
-                    resnapshot = true;
-                    st.dirty.store(true, Ordering::Relaxed);
-                }
                 if let AnyFilter::Bloom(b) = &mut st.filter {
                     b.set_len(count);
                 }
@@ -759,17 +756,6 @@ impl Store {
                 _lock: lock_file,
             }),
         };
-        if resnapshot {
-            // Without it only the count can drift later, never the bits: a
-            // failure here is worth a warning, not a store that will not
-            // open.
-            if let Err(e) = store.checkpoint() {
-                tracing::warn!(
-                    "the log ends before a snapshot's count point and the checkpoint that \
-                     records the count again failed: {e}"
-                );
-            }
-        }
         Ok(store)
     }
 
@@ -1663,12 +1649,22 @@ impl Store {
                 .sync_dir(&self.inner.snap_dir)
                 .map_err(|e| io_err("sync directory", &self.inner.snap_dir, e))?;
         }
+        // Oldest first per lane; after a failure, none of that lane's
+        // newer ones, so that what is left is still a run of the lane's
+        // segments with no gap (recovery takes a gap for a lost segment).
+        // What is left is read again at the next open, and retired then.
+        let mut failed_lanes = Vec::new();
         for path in self.inner.wal.retire_upto(min_lsn) {
+            let lane = wal::parse_segment_name(&path).map(|s| s.lane);
+            if failed_lanes.contains(&lane) {
+                continue;
+            }
             if let Err(e) = self.inner.fs.remove(&path) {
                 tracing::warn!(
                     "could not remove retired log segment {}: {e}",
                     path.display()
                 );
+                failed_lanes.push(lane);
             }
         }
         Ok(())

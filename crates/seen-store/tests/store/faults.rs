@@ -249,6 +249,25 @@ fn newest_segment(dir: &Path) -> PathBuf {
     v.pop().unwrap()
 }
 
+/// The lsns of every record in the log, lowest first.
+fn log_lsns(dir: &Path) -> Vec<u64> {
+    let mut lsns = Vec::new();
+    for entry in std::fs::read_dir(dir.join("wal")).unwrap() {
+        let data = std::fs::read(entry.unwrap().path()).unwrap();
+        let end = end_of_records(&data);
+        let mut off = 0;
+        while off < end {
+            let len = u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) as usize;
+            lsns.push(u64::from_le_bytes(
+                data[off + 8..off + 16].try_into().unwrap(),
+            ));
+            off += (8 + len).next_multiple_of(8);
+        }
+    }
+    lsns.sort();
+    lsns
+}
+
 /// Zeroes every log record with an lsn above `lsn`, in every segment, as
 /// a power loss that kept the log up to `lsn` would leave it; returns how
 /// many it zeroed.
@@ -385,7 +404,7 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
     // A snapshot copied while adds went on says "count 150 once replay has
     // passed lsn C"; power loss then cuts the log before C. Adds after the
     // reopen must not get lsns up to C (a later replay would set the count
-    // of 150 over theirs): the reopen takes a fresh snapshot.
+    // of 150 over theirs): the reopen hands out lsns above C.
     let dir = tempfile::tempdir().unwrap();
     let opts = StoreOptions {
         fsync: FsyncPolicy::No,
@@ -420,9 +439,16 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
         .unwrap();
     let mut bytes = std::fs::read(&snap).unwrap();
     let lsn = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
+    // The 50 later records' lsns (lanes take lsns in blocks, and a writer
+    // may move to another lane: they need not follow each other).
+    let later: Vec<u64> = log_lsns(dir.path())
+        .into_iter()
+        .filter(|&l| l > lsn)
+        .collect();
+    assert_eq!(later.len(), 50);
     let n = bytes.len();
     let mut trailer = Vec::new();
-    trailer.extend_from_slice(&(lsn + 50).to_le_bytes());
+    trailer.extend_from_slice(&later[49].to_le_bytes());
     trailer.extend_from_slice(&150u64.to_le_bytes());
     let crc = crc32fast::hash(&trailer);
     trailer.extend_from_slice(&crc.to_le_bytes());
@@ -430,7 +456,7 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
     std::fs::write(&snap, &bytes).unwrap();
     // Power loss keeps only the first 20 of the 50 records (in whichever
     // lanes they went to).
-    assert_eq!(cut_log_after(dir.path(), lsn + 20), 30);
+    assert_eq!(cut_log_after(dir.path(), later[19]), 30);
     {
         let s = Store::open(dir.path(), opts.clone()).unwrap();
         assert_eq!(count(&s), 150);
