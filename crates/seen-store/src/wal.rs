@@ -264,6 +264,8 @@ pub(crate) struct Wal {
     /// taking the lock.
     poisoned: AtomicBool,
     pages: std::sync::OnceLock<std::thread::Thread>,
+    /// Syncs led so far (tests read it).
+    syncs: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -425,6 +427,7 @@ impl Wal {
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             pages: std::sync::OnceLock::new(),
+            syncs: AtomicU64::new(0),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -437,8 +440,7 @@ impl Wal {
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let written = wal.written_lsn();
-                    if let Err(e) = wal.sync_to(written) {
+                    if let Err(e) = wal.sync_all() {
                         tracing::error!("background log sync failed: {e}");
                     }
                 })
@@ -798,18 +800,6 @@ impl Wal {
         Ok(())
     }
 
-    /// The lsn up to which every record has been written (or never will
-    /// be): the highest handed out, below the unused part of any lane's
-    /// block. What a sync of everything appended so far must reach; it
-    /// never falls.
-    pub(crate) fn written_lsn(&self) -> u64 {
-        let mut lsn = self.last_lsn();
-        for lane in &self.lanes {
-            lsn = lsn.min(lock(&lane.state).unused_from() - 1);
-        }
-        lsn
-    }
-
     /// The highest lsn handed out (0 if none ever was). Its record, and
     /// every one before it, is written once no append that took one is
     /// still running.
@@ -895,6 +885,35 @@ impl Wal {
                 seen = now;
             }
         }
+        self.lead_sync()
+    }
+
+    /// Syncs everything appended so far, whatever the lsns: for the
+    /// once-a-second sync and `close`. (An lsn can stand for records still
+    /// to come, the unused part of a lane's block, so "synced up to the
+    /// last lsn" would not say that every record written is synced.) Waits
+    /// for a sync already running, which may have gathered its files
+    /// before the latest records, then leads one.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        let mut s = lock(&self.sync);
+        loop {
+            if let Some(p) = &s.poisoned {
+                return Err(ErrorKind::Poisoned(p.clone()).into());
+            }
+            if !s.in_progress {
+                s.in_progress = true;
+                self.sync_running.store(true, Ordering::Release);
+                break;
+            }
+            s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(s);
+        self.lead_sync()
+    }
+
+    /// The sync of a leader (`in_progress` set by the caller): every lane's
+    /// files, then `synced_lsn` moved to what they cover.
+    fn lead_sync(&self) -> Result<()> {
         // Lead: sync everything appended so far, for us and every waiter.
         // Every lsn up to `target` has been handed out; taking each lane's
         // mutex in turn waits for any append still writing one of them.
@@ -913,6 +932,7 @@ impl Wal {
             target = target.min(st.unused_from() - 1);
         }
         let result = files.iter().try_for_each(|f| f.sync_data());
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut s = lock(&self.sync);
         s.in_progress = false;
         self.sync_running.store(false, Ordering::Release);
@@ -1014,7 +1034,7 @@ impl Wal {
         if self.policy == FsyncPolicy::No {
             return Ok(());
         }
-        self.sync_to(self.written_lsn())
+        self.sync_all()
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -1357,6 +1377,21 @@ mod tests {
             .collect()
     }
 
+    /// Every record of the log in `dir` as (lsn, add?, filter id, hashes);
+    /// each must be an add or a remove.
+    fn hash_records(fs: &dyn Fs, dir: &Path) -> Vec<(u64, bool, u64, Vec<ItemHash>)> {
+        let mut seen = Vec::new();
+        read_all(fs, &mut segments_of(dir), false, |f| {
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add or remove");
+            };
+            seen.push((f.lsn, add, id, hashes.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        seen
+    }
+
     /// A new log, starting at lsn 1, in a new temporary directory.
     fn fresh_wal(
         policy: FsyncPolicy,
@@ -1445,18 +1480,8 @@ mod tests {
             .unwrap();
         let c = wal.append_hashes(3, 9, &hashes[..1], false).unwrap();
         assert_eq!((a, b, c), (1, 2, 3));
-        let mut seen = Vec::new();
-        let mut segments = segments_of(dir.path());
-        read_all(&*fs, &mut segments, false, |f| {
-            let Rec::Hashes { add, id, hashes } = f.record else {
-                panic!("not an add or remove");
-            };
-            seen.push((f.lsn, add, id, hashes.to_vec()));
-            Ok(())
-        })
-        .unwrap();
         assert_eq!(
-            seen,
+            hash_records(&*fs, dir.path()),
             vec![
                 (1, true, 9, hashes.clone()),
                 (2, true, 9, hashes.clone()),
@@ -1470,7 +1495,8 @@ mod tests {
 
     #[test]
     fn a_record_prepared_for_an_lsn_another_append_took_gets_the_next_one() {
-        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        // One lane (no blocks of lsns), so the lsns are known.
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::Always, 1 << 16);
         let h = ItemHash { lo: 7, hi: 8 };
         let mut first = wal.prepare_one(2, 5, h);
         assert_eq!(first.lsn, 1);
@@ -1479,18 +1505,8 @@ mod tests {
         assert_eq!(wal.append_hashes(2, 6, &[h], false).unwrap(), 1);
         assert_eq!(wal.append_prepared(&mut first).unwrap(), 2);
         assert_eq!(wal.append_prepared(&mut second).unwrap(), 3);
-        let mut seen = Vec::new();
-        let mut segments = segments_of(dir.path());
-        read_all(&*fs, &mut segments, false, |f| {
-            let Rec::Hashes { add, id, hashes } = f.record else {
-                panic!("not an add or remove");
-            };
-            seen.push((f.lsn, add, id, hashes.to_vec()));
-            Ok(())
-        })
-        .unwrap();
         assert_eq!(
-            seen,
+            hash_records(&*fs, dir.path()),
             vec![
                 (1, true, 6, vec![h]),
                 (2, true, 5, vec![h]),
@@ -1521,20 +1537,26 @@ mod tests {
 
     #[test]
     fn a_sync_covers_only_the_records_written_not_a_lanes_unused_lsns() {
-        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+        // `No`: no background sync to count along (sync_all is the same
+        // under every policy).
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let h = [ItemHash { lo: 1, hi: 2 }];
         let a = wal.append_hashes(2, 1, &h, true).unwrap();
         // The lane took a block: lsns up to its end are handed out, but
-        // only `a` is written.
+        // only `a` is written, and that is all a sync can say it covers.
         assert!(wal.last_lsn() > a);
-        assert_eq!(wal.written_lsn(), a);
-        wal.sync_to(wal.written_lsn()).unwrap();
+        wal.sync_all().unwrap();
         assert_eq!(wal.synced_lsn.load(Ordering::Acquire), a);
-        // So the next add still needs a sync, which the next one gives.
+        // The once-a-second sync (and close) sync whatever was appended
+        // since, though lsns up to the last handed out count as synced
+        // for neither.
+        let before = wal.syncs.load(Ordering::Relaxed);
         let b = wal.append_hashes(2, 1, &h, true).unwrap();
         assert!(wal.synced_lsn.load(Ordering::Acquire) < b);
-        wal.sync_to(wal.written_lsn()).unwrap();
-        assert!(wal.synced_lsn.load(Ordering::Acquire) >= b);
+        wal.sync_all().unwrap();
+        assert_eq!(wal.syncs.load(Ordering::Relaxed), before + 1);
+        wal.sync_all().unwrap();
+        assert_eq!(wal.syncs.load(Ordering::Relaxed), before + 2);
     }
 
     #[test]
