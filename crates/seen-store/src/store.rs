@@ -1654,8 +1654,7 @@ impl Store {
         // segments with no gap (recovery takes a gap for a lost segment).
         // What is left is read again at the next open, and retired then.
         let mut failed_lanes = Vec::new();
-        for path in self.inner.wal.retire_upto(min_lsn) {
-            let lane = wal::parse_segment_name(&path).map(|s| s.lane);
+        for (lane, path) in self.inner.wal.retire_upto(min_lsn) {
             if failed_lanes.contains(&lane) {
                 continue;
             }

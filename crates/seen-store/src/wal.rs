@@ -284,19 +284,25 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
 }
 
-/// Bytes of the record of one hash: a 9-byte header (lsn, kind), the
-/// filter id and count (12), the hash (16), after the length and CRC (8),
-/// padded to 8.
+/// Bytes of the record of one hash: its length and CRC (8), then
+/// [`ONE_LEN`], padded to 8.
 const ONE_RECORD: usize = (8 + ONE_LEN).next_multiple_of(8);
 
 /// The part of a record of one hash that its length field counts and its
 /// CRC covers.
-const ONE_LEN: usize = 9 + 12 + 16;
+const ONE_LEN: usize = hashes_len(1);
+
+/// The part of an add or remove record of `n` hashes that its length field
+/// counts and its CRC covers: the lsn and kind (9), the filter id and
+/// count (12), the hashes.
+const fn hashes_len(n: usize) -> usize {
+    9 + 12 + 16 * n
+}
 
 /// Encodes the add or remove record of `hashes` into `buf` (exactly its
 /// padded length): the layout of [`Record::encode`] for these kinds.
 fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash]) {
-    let len = 9 + 12 + 16 * hashes.len();
+    let len = hashes_len(hashes.len());
     buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
     buf[8..16].copy_from_slice(&lsn.to_le_bytes());
     buf[16] = kind;
@@ -704,7 +710,7 @@ impl Wal {
         hashes: &[ItemHash],
         any_lane: bool,
     ) -> Result<u64> {
-        let total = (8 + 9 + 12 + 16 * hashes.len()).next_multiple_of(8);
+        let total = (8 + hashes_len(hashes.len())).next_multiple_of(8);
         let (lane, mut st) = if any_lane {
             self.lock_any()
         } else {
@@ -830,6 +836,7 @@ impl Wal {
         self.poisoned.load(Ordering::Acquire)
     }
 
+    /// Syncs everything appended up to at least `lsn` (group commit).
     pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
         let mut s = lock(&self.sync);
         loop {
@@ -958,40 +965,32 @@ impl Wal {
         out
     }
 
-    /// Returns the paths of the segments that hold only records with lsn
-    /// `<= upto` (none of them a lane's current segment), removing them
-    /// from the live list (the caller deletes the files once snapshots
-    /// covering them are durable).
-    pub(crate) fn retire_upto(&self, upto: u64) -> Vec<PathBuf> {
+    /// Returns the lanes and paths of the segments that hold only records
+    /// with lsn `<= upto` (none of them a lane's current segment), oldest
+    /// first per lane, removing them from the live list (the caller deletes
+    /// the files once snapshots covering them are durable).
+    pub(crate) fn retire_upto(&self, upto: u64) -> Vec<(usize, PathBuf)> {
         let mut gone = Vec::new();
-        for lane in &self.lanes {
+        for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
             let cur = st.cur.as_ref().map(|c| c.path.clone());
-            // A segment's records end where its successor's begin, or at
-            // the last lsn read from it at open.
-            let mut keep = Vec::new();
-            let segments = std::mem::take(&mut st.segments);
-            let n = segments.len();
-            let firsts: Vec<u64> = segments.iter().map(|s| s.0).collect();
-            for (i, (first, path, last)) in segments.into_iter().enumerate() {
-                let end = match (i + 1 < n, last) {
-                    (true, _) => Some(firsts[i + 1] - 1),
-                    (false, Some(last)) => Some(last),
-                    (false, None) => None,
-                };
-                let current = cur.as_ref() == Some(&path);
-                // Only the lane's oldest segments go: recovery takes a gap
-                // in a lane's numbers for a lost segment. (Across a reopen
-                // a segment's end can fall below its predecessor's: an
-                // empty one ends where the lane's records did, and a name
-                // can be an lsn that was never written.)
-                if keep.is_empty() && !current && end.is_some_and(|end| end <= upto) {
-                    gone.push(path);
-                } else {
-                    keep.push((first, path, last));
+            let mut segments = std::mem::take(&mut st.segments).into_iter().peekable();
+            // Only the lane's oldest segments go: recovery takes a gap in a
+            // lane's numbers for a lost segment. (Across a reopen a
+            // segment's end can fall below its predecessor's: an empty one
+            // ends where the lane's records did, and a name can be an lsn
+            // that was never written.)
+            while let Some((first, path, last)) = segments.next() {
+                // A segment's records end where its successor's begin, or
+                // at the last lsn read from it at open.
+                let end = segments.peek().map(|next| next.0 - 1).or(last);
+                if cur.as_ref() == Some(&path) || end.is_none_or(|end| end > upto) {
+                    st.segments.push((first, path, last));
+                    break;
                 }
+                gone.push((i, path));
             }
-            st.segments = keep;
+            st.segments.extend(segments);
         }
         gone
     }
@@ -1111,7 +1110,7 @@ pub(crate) fn read_all(
         lanes[i].advance()?;
     }
     for lane in &mut lanes {
-        lane.finish(fs)?;
+        lane.finish()?;
     }
     Ok(last_lsn)
 }
@@ -1312,10 +1311,10 @@ impl<'s> LaneReader<'s> {
     }
 
     /// Zeroes the torn tail found, if any.
-    fn finish(&mut self, fs: &dyn Fs) -> Result<()> {
+    fn finish(&mut self) -> Result<()> {
         self.map = None;
         if let Some((path, offset, len)) = self.torn.take() {
-            zero_range(fs, &path, offset, len)?;
+            zero_range(self.fs, &path, offset, len)?;
         }
         Ok(())
     }
