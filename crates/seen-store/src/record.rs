@@ -10,6 +10,16 @@
 //! zero padding to a multiple of 8 bytes
 //! ```
 //!
+//! An add of one hash to a filter whose id is below 2^31 (most adds of a
+//! server) has a short form of 32 bytes instead of 48:
+//!
+//! ```text
+//! u32 id | 1 << 31   the flag tells it from a long record's `len`
+//! u32 crc            CRC-32 of bytes 8..32, continued from bytes 0..4
+//! u64 lsn
+//! u128 hash
+//! ```
+//!
 //! Items are never logged, only their 128-bit hashes: the store never
 //! writes users' URLs to disk in plain text.
 
@@ -17,6 +27,40 @@ use seen_core::{ItemHash, Layout};
 
 /// Most hashes in one add/remove record (1 MiB of hashes).
 pub(crate) const MAX_HASHES_PER_RECORD: usize = 65_536;
+
+/// The flag, in a record's first word, of the short form of an add of one
+/// hash; a long record's first word is its length, far below it.
+pub(crate) const SHORT_FLAG: u32 = 1 << 31;
+
+/// Bytes of a short add record.
+pub(crate) const SHORT_RECORD: usize = 32;
+
+/// Whether the add (`kind` 2) or remove (`kind` 3) record of `n` hashes
+/// for filter `id` takes the short form.
+pub(crate) const fn is_short(kind: u8, id: u64, n: usize) -> bool {
+    kind == 2 && n == 1 && id < SHORT_FLAG as u64
+}
+
+/// The CRC of a short record (`b`, its 32 bytes): that of bytes 8..32
+/// continued from the first word (zlib's `crc32(word, bytes + 8, 24)`),
+/// so that it covers the id too, in one pass over contiguous bytes.
+pub(crate) fn short_crc(b: &[u8]) -> u32 {
+    let word = u32::from_le_bytes(b[0..4].try_into().expect("4 bytes"));
+    let mut h = crc32fast::Hasher::new_with_initial(word);
+    h.update(&b[8..SHORT_RECORD]);
+    h.finalize()
+}
+
+/// Writes the short add record of `hash` for filter `id` (which
+/// [`is_short`] allows) into `buf`, its 32 bytes.
+pub(crate) fn encode_short(buf: &mut [u8], id: u64, lsn: u64, hash: ItemHash) {
+    debug_assert!(is_short(2, id, 1));
+    buf[0..4].copy_from_slice(&(id as u32 | SHORT_FLAG).to_le_bytes());
+    buf[8..16].copy_from_slice(&lsn.to_le_bytes());
+    buf[16..32].copy_from_slice(&hash.to_le_bytes());
+    let crc = short_crc(buf);
+    buf[4..8].copy_from_slice(&crc.to_le_bytes());
+}
 
 /// How to create a filter: what a `create` record stores.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -231,6 +275,13 @@ impl Record {
 
     /// The whole record with `lsn`, padded to 8 bytes.
     pub(crate) fn encode(&self, lsn: u64) -> Vec<u8> {
+        if let Record::Add { id, hashes } = self {
+            if is_short(2, *id, hashes.len()) {
+                let mut out = vec![0; SHORT_RECORD];
+                encode_short(&mut out, *id, lsn, hashes[0]);
+                return out;
+            }
+        }
         let (t, payload) = self.payload();
         let len = 9 + payload.len();
         let mut out = Vec::with_capacity((8 + len).next_multiple_of(8));
@@ -300,11 +351,32 @@ pub(crate) fn parse(b: &[u8]) -> Parsed<'_> {
     if b.len() < 8 {
         return Parsed::End;
     }
-    let len = u32::from_le_bytes(b[0..4].try_into().expect("4")) as usize;
+    let word = u32::from_le_bytes(b[0..4].try_into().expect("4"));
     let crc = u32::from_le_bytes(b[4..8].try_into().expect("4"));
-    if len == 0 && crc == 0 {
+    if word == 0 && crc == 0 {
         return Parsed::End;
     }
+    if word & SHORT_FLAG != 0 {
+        if b.len() < SHORT_RECORD {
+            return Parsed::Bad("short record does not fit".into());
+        }
+        if short_crc(b) != crc {
+            return Parsed::Bad("record checksum mismatch".into());
+        }
+        let lsn = u64::from_le_bytes(b[8..16].try_into().expect("8"));
+        let hashes = HashBytes(&b[16..SHORT_RECORD]);
+        let id = u64::from(word & !SHORT_FLAG);
+        return Parsed::Record(
+            Rec::Hashes {
+                add: true,
+                id,
+                hashes,
+            },
+            lsn,
+            SHORT_RECORD,
+        );
+    }
+    let len = word as usize;
     if len < 9 || 8 + len > b.len() {
         return Parsed::Bad(format!("record length {len} does not fit"));
     }
@@ -382,6 +454,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_short_add_has_the_layout_of_the_format_doc() {
+        let h = ItemHash {
+            lo: 0x0807_0605_0403_0201,
+            hi: 0x100F_0E0D_0C0B_0A09,
+        };
+        let b = Record::Add {
+            id: 7,
+            hashes: vec![h],
+        }
+        .encode(5);
+        let mut want = vec![7, 0, 0, 0x80, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        want.extend(1..=16u8);
+        // zlib's crc32(0x8000_0007, bytes 8..32), with zlib's own
+        // definition, bit by bit, rather than the code under test.
+        let mut crc = !0x8000_0007u32;
+        for &byte in &want[8..32] {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        want[4..8].copy_from_slice(&(!crc).to_le_bytes());
+        assert_eq!(b, want);
+    }
+
+    #[test]
     fn round_trip_every_type() {
         let h = ItemHash { lo: 1, hi: 2 };
         let recs = vec![
@@ -399,6 +501,15 @@ mod tests {
             Record::Add {
                 id: 7,
                 hashes: vec![h; 3],
+            },
+            // The short form, and the long one of an id too large for it.
+            Record::Add {
+                id: 7,
+                hashes: vec![h],
+            },
+            Record::Add {
+                id: 1 << 31,
+                hashes: vec![h],
             },
             Record::Remove {
                 id: 7,
@@ -420,6 +531,9 @@ mod tests {
         for (i, r) in recs.into_iter().enumerate() {
             let mut b = r.encode(100 + i as u64);
             assert_eq!(b.len() % 8, 0);
+            let short = matches!(&r, Record::Add { id: 7, hashes } if hashes.len() == 1);
+            assert_eq!(b[3] & 0x80 != 0, short);
+            assert!(!short || b.len() == SHORT_RECORD);
             let n = b.len();
             b.extend_from_slice(&[0; 16]);
             let lsn = 100 + i as u64;
@@ -445,7 +559,12 @@ mod tests {
                 (_, parsed) => assert_eq!(parsed, Parsed::Record(Rec::Other(r), lsn, n)),
             }
             assert_eq!(parse(&b[n..]), Parsed::End);
-            let unpadded = 8 + u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
+            let word = u32::from_le_bytes(b[0..4].try_into().unwrap());
+            let unpadded = if word & SHORT_FLAG != 0 {
+                SHORT_RECORD
+            } else {
+                8 + word as usize
+            };
             for cut in 1..unpadded {
                 if b[cut..unpadded].iter().all(|&x| x == 0) {
                     continue; // cutting zeros off leaves the same bytes

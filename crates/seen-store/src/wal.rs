@@ -60,7 +60,7 @@ use memmap2::MmapRaw;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
-use crate::record::{parse, Parsed, Rec, Record};
+use crate::record::{encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SHORT_FLAG};
 use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
@@ -284,8 +284,9 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
 }
 
-/// Bytes of the record of one hash: its length and CRC (8), then
-/// [`ONE_LEN`], padded to 8.
+/// Bytes of the record of one hash in the long form (the short form of
+/// an add is shorter): its length and CRC (8), then [`ONE_LEN`], padded to
+/// 8.
 const ONE_RECORD: usize = (8 + ONE_LEN).next_multiple_of(8);
 
 /// The part of a record of one hash that its length field counts and its
@@ -299,9 +300,23 @@ const fn hashes_len(n: usize) -> usize {
     9 + 12 + 16 * n
 }
 
+/// Bytes of the add (`kind` 2) or remove (`kind` 3) record of `n` hashes
+/// for filter `id`, padding included.
+const fn hashes_record_len(kind: u8, id: u64, n: usize) -> usize {
+    if is_short(kind, id, n) {
+        crate::record::SHORT_RECORD
+    } else {
+        (8 + hashes_len(n)).next_multiple_of(8)
+    }
+}
+
 /// Encodes the add or remove record of `hashes` into `buf` (exactly its
-/// padded length): the layout of [`Record::encode`] for these kinds.
+/// [`hashes_record_len`]): the layout of [`Record::encode`] for these
+/// kinds.
 fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash]) {
+    if is_short(kind, id, hashes.len()) {
+        return encode_short(buf, id, lsn, hashes[0]);
+    }
     let len = hashes_len(hashes.len());
     buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
     buf[8..16].copy_from_slice(&lsn.to_le_bytes());
@@ -322,7 +337,9 @@ fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash
 /// A record of one hash, encoded before its append (see
 /// [`Wal::prepare_one`]).
 pub(crate) struct Prepared {
+    /// The record in its first `len` bytes.
     bytes: [u8; ONE_RECORD],
+    len: usize,
     lsn: u64,
 }
 
@@ -331,16 +348,20 @@ impl Prepared {
     /// another writer took the lsn it was made for).
     fn set_lsn(&mut self, lsn: u64) {
         self.lsn = lsn;
-        set_record_lsn(&mut self.bytes, lsn);
+        set_record_lsn(&mut self.bytes[..self.len], lsn);
     }
 }
 
 /// Gives an encoded record (`bytes`, as [`Record::encode`] makes them)
 /// another lsn, and the CRC that goes with it.
 fn set_record_lsn(bytes: &mut [u8], lsn: u64) {
-    let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    let word = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
     bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[8..8 + len]);
+    let crc = if word & SHORT_FLAG != 0 {
+        short_crc(bytes)
+    } else {
+        crc32fast::hash(&bytes[8..8 + word as usize])
+    };
     bytes[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -710,7 +731,7 @@ impl Wal {
         hashes: &[ItemHash],
         any_lane: bool,
     ) -> Result<u64> {
-        let total = (8 + hashes_len(hashes.len())).next_multiple_of(8);
+        let total = hashes_record_len(kind, id, hashes.len());
         let (lane, mut st) = if any_lane {
             self.lock_any()
         } else {
@@ -735,8 +756,9 @@ impl Wal {
             last => last.wrapping_add(1),
         };
         let mut bytes = [0u8; ONE_RECORD];
-        encode_hashes(&mut bytes, kind, id, lsn, &[hash]);
-        Prepared { bytes, lsn }
+        let len = hashes_record_len(kind, id, 1);
+        encode_hashes(&mut bytes[..len], kind, id, lsn, &[hash]);
+        Prepared { bytes, len, lsn }
     }
 
     /// Appends a [`prepare_one`](Self::prepare_one)d add to any lane,
@@ -745,11 +767,11 @@ impl Wal {
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
         let (lane, mut st) = self.lock_any();
-        let lsn = self.append_in(lane, &mut st, false, ONE_RECORD, |buf, lsn| {
+        let lsn = self.append_in(lane, &mut st, false, rec.len, |buf, lsn| {
             if lsn != rec.lsn {
                 rec.set_lsn(lsn);
             }
-            buf.copy_from_slice(&rec.bytes);
+            buf.copy_from_slice(&rec.bytes[..rec.len]);
         })?;
         drop(st);
         LAST_TAKEN.with(|l| l.set(lsn));
@@ -1478,18 +1500,55 @@ mod tests {
             })
             .unwrap();
         let c = wal.append_hashes(3, 9, &hashes[..1], false).unwrap();
-        assert_eq!((a, b, c), (1, 2, 3));
+        // An add of one hash takes the short form.
+        let d = wal.append_hashes(2, 9, &hashes[..1], false).unwrap();
+        assert_eq!((a, b, c, d), (1, 2, 3, 4));
         assert_eq!(
             hash_records(&*fs, dir.path()),
             vec![
                 (1, true, 9, hashes.clone()),
                 (2, true, 9, hashes.clone()),
                 (3, false, 9, hashes[..1].to_vec()),
+                (4, true, 9, hashes[..1].to_vec()),
             ]
         );
         let data = std::fs::read(dir.path().join(segment_name(1, 0, 0))).unwrap();
-        let enc = Record::Add { id: 9, hashes }.encode(1);
-        assert_eq!(&data[..enc.len()], &enc[..]);
+        let mut at = 0;
+        for (lsn, rec) in [
+            (
+                1,
+                Record::Add {
+                    id: 9,
+                    hashes: hashes.clone(),
+                },
+            ),
+            (
+                2,
+                Record::Add {
+                    id: 9,
+                    hashes: hashes.clone(),
+                },
+            ),
+            (
+                3,
+                Record::Remove {
+                    id: 9,
+                    hashes: hashes[..1].to_vec(),
+                },
+            ),
+            (
+                4,
+                Record::Add {
+                    id: 9,
+                    hashes: hashes[..1].to_vec(),
+                },
+            ),
+        ] {
+            let enc = rec.encode(lsn);
+            assert_eq!(&data[at..at + enc.len()], &enc[..], "lsn {lsn}");
+            at += enc.len();
+        }
+        assert_eq!(at, 2 * 112 + 48 + 32);
     }
 
     #[test]
@@ -1631,7 +1690,7 @@ mod tests {
         let later = dir.path().join(segment_name(9, 0, 2));
         let mut bytes = vec![0u8; 1 << 12];
         encode_hashes(
-            &mut bytes[..ONE_RECORD],
+            &mut bytes[..hashes_record_len(2, 1, 1)],
             2,
             1,
             9,
@@ -1660,13 +1719,14 @@ mod tests {
         let (dir, fs) = lane0_log(0);
         let write = |lane: usize, lsns: &[u64]| {
             let mut bytes = vec![0u8; 1 << 12];
+            let size = hashes_record_len(2, 1, 1);
             for (k, &lsn) in lsns.iter().enumerate() {
-                let at = k * ONE_RECORD;
+                let at = k * size;
                 let h = ItemHash {
                     lo: lsn,
                     hi: lane as u64,
                 };
-                encode_hashes(&mut bytes[at..at + ONE_RECORD], 2, 1, lsn, &[h]);
+                encode_hashes(&mut bytes[at..at + size], 2, 1, lsn, &[h]);
             }
             let path = dir.path().join(segment_name(lsns[0], lane, 0));
             std::fs::write(&path, &bytes).unwrap();
@@ -1701,16 +1761,21 @@ mod tests {
         #[test]
         fn a_prepared_record_has_the_bytes_of_record_encode_for_the_lsn_it_gets(
             id: u64,
+            short_id: bool,
             lo: u64,
             hi: u64,
             add: bool,
             predicted in 0u64..u64::MAX,
             got in 0u64..u64::MAX,
         ) {
+            // Ids that take the short form of an add, and others.
+            let id = if short_id { id % u64::from(SHORT_FLAG) } else { id };
             let h = ItemHash { lo, hi };
+            let kind = if add { 2 } else { 3 };
             let mut bytes = [0u8; ONE_RECORD];
-            encode_hashes(&mut bytes, if add { 2 } else { 3 }, id, predicted, &[h]);
-            let mut rec = Prepared { bytes, lsn: predicted };
+            let len = hashes_record_len(kind, id, 1);
+            encode_hashes(&mut bytes[..len], kind, id, predicted, &[h]);
+            let mut rec = Prepared { bytes, len, lsn: predicted };
             rec.set_lsn(got);
             let hashes = vec![h];
             let want = if add {
@@ -1719,7 +1784,7 @@ mod tests {
                 Record::Remove { id, hashes }
             }
             .encode(got);
-            proptest::prop_assert_eq!(&rec.bytes[..], &want[..]);
+            proptest::prop_assert_eq!(&rec.bytes[..rec.len], &want[..]);
         }
     }
 
