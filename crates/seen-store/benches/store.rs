@@ -10,7 +10,8 @@
 //! For a profiler, `SEEN_BENCH_PROFILE=<target>:<writers>x<items>` (target
 //! `memory`, `no`, `everysec` or `always`; e.g. `everysec:50x1`) warms that
 //! one target, runs that one cell for 10 seconds and prints its adds/s;
-//! `SEEN_BENCH_SKIP_ADDS=1` runs only the checkpoint and reopen part.
+//! `SEEN_BENCH_SKIP_ADDS=1` runs only the checkpoint and reopen part,
+//! `SEEN_BENCH_PAGES=1` only the cost of a log page.
 //! With `SEEN_BENCH_VS_MEMORY=<rounds>` as well, it runs that cell and the
 //! in-memory filter in turns, `rounds` times a quarter of a second each,
 //! and prints the quartiles of the ratio: short turns pair each run with
@@ -93,7 +94,12 @@ fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 
     for h in handles {
         h.join().unwrap();
     }
-    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let rate = done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    // Untimed: the run's dirty log pages go to disk now, not during the
+    // next run, of another target (`no` leaves hundreds of MiB, which the
+    // kernel would write back while `always` waits for its syncs).
+    rustix::fs::sync();
+    rate
 }
 
 /// Untimed adds of other items, in batches, until nearly every page of the
@@ -149,9 +155,55 @@ fn memory_add(f: &BloomFilter, items: &[&[u8]]) -> Vec<bool> {
     new
 }
 
+/// What a page of log costs the writer who first writes into it, fresh
+/// (a preallocated file's page: the kernel allocates and zeroes it) and
+/// cached (the same file's pages again, already in the page cache, as a
+/// recycled segment would be): 32-byte records written through a shared
+/// map of a 256 MiB file, as the log writes them.
+fn log_page_cost() {
+    const SIZE: usize = 256 << 20;
+    let dir = base_dir();
+    let path = dir.path().join("pages");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, SIZE as u64).unwrap();
+    file.sync_all().unwrap();
+    let pass = || {
+        let map = memmap2::MmapRaw::map_raw(&file).unwrap();
+        let record = [7u8; 32];
+        let start = Instant::now();
+        for off in (0..SIZE).step_by(32) {
+            // SAFETY: inside the map, which no one else uses.
+            unsafe {
+                std::ptr::copy_nonoverlapping(record.as_ptr(), map.as_mut_ptr().add(off), 32)
+            };
+        }
+        start.elapsed().as_secs_f64() * 1e6 / (SIZE / 4096) as f64
+    };
+    let fresh = pass();
+    let cached = pass();
+    println!("\n### What a page of log costs its first writer\n");
+    println!("| 4 KiB page (128 records of 32 bytes) | time per page | per record |");
+    println!("|---|---:|---:|");
+    for (what, us) in [
+        ("fresh (preallocated file)", fresh),
+        ("already in the page cache", cached),
+    ] {
+        println!("| {what} | {us:.2} us | {:.0} ns |", us * 1000.0 / 128.0);
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
+    }
+    if std::env::var_os("SEEN_BENCH_PAGES").is_some() {
+        return log_page_cost();
     }
     // One in-memory filter and one store per policy, each warmed once and
     // kept for every run, so that the runs can take turns: a slow moment of
@@ -268,6 +320,9 @@ fn main() {
     }
     drop(targets);
     drop(dirs);
+    if !skip_adds {
+        log_page_cost();
+    }
 
     // Reopen with a 1 GiB filter, and log replay.
     let dir = base_dir();
