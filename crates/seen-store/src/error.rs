@@ -74,6 +74,15 @@ pub enum ErrorKind {
         /// What is wrong.
         what: String,
     },
+    /// The data directory is of a format this build does not read (written
+    /// by a later one), or its `FORMAT` file is unreadable.
+    #[error("{path}: {what}")]
+    Format {
+        /// The `FORMAT` file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
     /// Another process holds the data directory.
     #[error("data directory {0} is locked by another process")]
     Locked(PathBuf),

@@ -15,7 +15,8 @@
 //!
 //! ```text
 //! u32 id | 1 << 31   the flag tells it from a long record's `len`
-//! u32 crc            CRC-32 of bytes 8..32, continued from bytes 0..4
+//! u32 crc            CRC-32 of bytes 8..32 starting from the first word
+//!                    as the previous CRC (zlib's `crc32(word, b + 8, 24)`)
 //! u64 lsn
 //! u128 hash
 //! ```

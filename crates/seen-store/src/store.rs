@@ -205,6 +205,60 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
 /// with [`ErrorKind::Locked`].
 const LOCK_WAIT: Duration = Duration::from_millis(500);
 
+/// The format of the data directory this build writes (its `FORMAT` file,
+/// docs/FORMAT.md section 6): 1 had no such file and long log records
+/// only; 2 adds the short record of the add of one hash.
+const DIR_FORMAT: u32 = 2;
+
+/// The line of the `FORMAT` file, before the number.
+const FORMAT_LINE: &str = "seen-store data directory, format ";
+
+/// Refuses a data directory of a later format than [`DIR_FORMAT`], and
+/// marks one of an earlier format (or a new one) as of this format before
+/// anything is written in it, so that a later build refuses it the same
+/// way (builds before the file existed do not read it).
+fn check_dir_format(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let path = dir.join("FORMAT");
+    let found = match fs.open_read(&path) {
+        Ok(mut f) => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut f, &mut text)
+                .map_err(|e| io_err("read", &path, e))?;
+            let n = text
+                .trim_end()
+                .strip_prefix(FORMAT_LINE)
+                .and_then(|n| n.parse::<u32>().ok());
+            n.ok_or_else(|| ErrorKind::Format {
+                path: path.clone(),
+                what: format!("not a format line: {:?}", text.trim_end()),
+            })?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 1,
+        Err(e) => return Err(io_err("open", &path, e)),
+    };
+    if found > DIR_FORMAT {
+        return Err(ErrorKind::Format {
+            path,
+            what: format!(
+                "format {found}, written by a later seen; this one reads formats up to {DIR_FORMAT}"
+            ),
+        }
+        .into());
+    }
+    if found < DIR_FORMAT {
+        let tmp = dir.join("FORMAT.tmp");
+        let mut f = fs.create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
+        f.write_all(format!("{FORMAT_LINE}{DIR_FORMAT}\n").as_bytes())
+            .map_err(|e| io_err("write", &tmp, e))?;
+        f.sync_data().map_err(|e| io_err("sync", &tmp, e))?;
+        fs.rename(&tmp, &path)
+            .map_err(|e| io_err("rename", &tmp, e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))?;
+    }
+    Ok(())
+}
+
 /// Hashes gathered from consecutive add records of one fixed-size filter
 /// before they are applied together on replay.
 const REPLAY_BATCH: usize = 1 << 16;
@@ -443,6 +497,8 @@ impl Store {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+
+        check_dir_format(&*fs, &dir)?;
 
         let decode_opts = DecodeOptions {
             max_bytes: opts.max_filter_bytes,

@@ -650,6 +650,10 @@ impl Wal {
         if total as u64 > self.segment_size {
             return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
         }
+        if total >= SHORT_FLAG as usize {
+            // Its length would read as the flag of a short record.
+            return Err(ErrorKind::WrongKind("a log record of 2 GiB or more").into());
+        }
         let lsn = self.take_lsn(st, ordered);
         if st
             .cur

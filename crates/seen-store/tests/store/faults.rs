@@ -327,33 +327,49 @@ fn end_of_records(data: &[u8]) -> usize {
 
 #[test]
 fn torn_tail_is_truncated_and_everything_before_it_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let s = Store::open(
-            dir.path(),
-            StoreOptions {
-                fsync: FsyncPolicy::Always,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        for i in 0..50 {
-            s.add(b"f", &[&item(i)], None).unwrap();
+    // A crash in the middle of writing a record after the last good one:
+    // a long record's length and part of its bytes, or the first 20 bytes
+    // of a short one (an add of one hash, 32 bytes; here the last record's
+    // with the next lsn).
+    for short in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(
+                dir.path(),
+                StoreOptions {
+                    fsync: FsyncPolicy::Always,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            s.create(b"f", &bloom()).unwrap();
+            for i in 0..50 {
+                s.add(b"f", &[&item(i)], None).unwrap();
+            }
         }
+        let seg = newest_segment(dir.path());
+        let mut data = std::fs::read(&seg).unwrap();
+        let end = end_of_records(&data);
+        assert!(end > 0);
+        if short {
+            let last = end - 32;
+            assert_eq!(record_size(&data, last), 32, "the last record is short");
+            let lsn = u64::from_le_bytes(data[last + 8..last + 16].try_into().unwrap());
+            data.copy_within(last..last + 8, end);
+            data[end + 8..end + 16].copy_from_slice(&(lsn + 1).to_le_bytes());
+            data[end + 16..end + 20].copy_from_slice(&[0xab; 4]);
+        } else {
+            data[end..end + 4].copy_from_slice(&40u32.to_le_bytes());
+            data[end + 4..end + 20].copy_from_slice(&[0xab; 16]);
+        }
+        std::fs::write(&seg, &data).unwrap();
+        check_acked(dir.path(), &(0..50).collect::<Vec<_>>());
+        let data = std::fs::read(&seg).unwrap();
+        assert_eq!(end_of_records(&data), end, "the torn bytes were zeroed");
+        assert!(data[end..end + 20].iter().all(|&b| b == 0));
+        // And it opens cleanly again after that.
+        check_acked(dir.path(), &(0..50).collect::<Vec<_>>());
     }
-    // Simulate a crash in the middle of writing a record: a length and part
-    // of a record after the last good one.
-    let seg = newest_segment(dir.path());
-    let mut data = std::fs::read(&seg).unwrap();
-    let end = end_of_records(&data);
-    assert!(end > 0);
-    data[end..end + 4].copy_from_slice(&40u32.to_le_bytes());
-    data[end + 4..end + 20].copy_from_slice(&[0xab; 16]);
-    std::fs::write(&seg, &data).unwrap();
-    check_acked(dir.path(), &(0..50).collect::<Vec<_>>());
-    // And it opens cleanly again after that (the torn bytes were zeroed).
-    check_acked(dir.path(), &(0..50).collect::<Vec<_>>());
 }
 
 #[test]
