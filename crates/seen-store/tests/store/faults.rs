@@ -325,6 +325,23 @@ fn end_of_records(data: &[u8]) -> usize {
     off
 }
 
+/// A store in `dir` with filter `f` holding items 0 to 49, added one by
+/// one, then closed.
+fn add_fifty(dir: &Path, fsync: FsyncPolicy) {
+    let s = Store::open(
+        dir,
+        StoreOptions {
+            fsync,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    for i in 0..50 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+    }
+}
+
 #[test]
 fn torn_tail_is_truncated_and_everything_before_it_kept() {
     // A crash in the middle of writing a record after the last good one:
@@ -333,20 +350,7 @@ fn torn_tail_is_truncated_and_everything_before_it_kept() {
     // with the next lsn).
     for short in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let s = Store::open(
-                dir.path(),
-                StoreOptions {
-                    fsync: FsyncPolicy::Always,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            s.create(b"f", &bloom()).unwrap();
-            for i in 0..50 {
-                s.add(b"f", &[&item(i)], None).unwrap();
-            }
-        }
+        add_fifty(dir.path(), FsyncPolicy::Always);
         let seg = newest_segment(dir.path());
         let mut data = std::fs::read(&seg).unwrap();
         let end = end_of_records(&data);
@@ -375,13 +379,7 @@ fn torn_tail_is_truncated_and_everything_before_it_kept() {
 #[test]
 fn flipped_byte_in_the_middle_of_the_log_stops_the_open() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        for i in 0..50 {
-            s.add(b"f", &[&item(i)], None).unwrap();
-        }
-    }
+    add_fifty(dir.path(), StoreOptions::default().fsync);
     // The segment holding most of the records (a writer may move to
     // another lane for an add or two), damaged in the middle: records
     // follow the damage, so it is no torn tail.
