@@ -44,6 +44,30 @@ pub trait Fs: Send + Sync + 'static {
     fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
 }
 
+/// Makes `file`, written as `tmp` in directory `dir`, durable as `path`:
+/// syncs it, renames it over `path`, syncs the directory. A crash leaves
+/// either the old `path` or the new one; on failure `tmp` is removed.
+pub(crate) fn install(
+    fs: &dyn Fs,
+    dir: &Path,
+    file: Box<dyn FsFile>,
+    tmp: &Path,
+    path: &Path,
+) -> crate::Result<()> {
+    use crate::error::io_err;
+    let result = (|| {
+        file.sync_data().map_err(|e| io_err("sync", tmp, e))?;
+        drop(file);
+        fs.rename(tmp, path).map_err(|e| io_err("rename", tmp, e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))
+    })();
+    if result.is_err() {
+        let _ = fs.remove(tmp);
+    }
+    result
+}
+
 /// The real file system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;

@@ -139,18 +139,7 @@ pub(crate) fn begin(
 /// Makes a snapshot durable: sync, rename over the old one, sync the
 /// directory. A crash leaves either the old snapshot or the new one.
 pub(crate) fn finish(fs: &dyn Fs, dir: &Path, p: Pending) -> Result<PathBuf> {
-    let result = (|| {
-        p.file.sync_data().map_err(|e| io_err("sync", &p.tmp, e))?;
-        drop(p.file);
-        fs.rename(&p.tmp, &p.path)
-            .map_err(|e| io_err("rename", &p.tmp, e))?;
-        fs.sync_dir(dir)
-            .map_err(|e| io_err("sync directory", dir, e))
-    })();
-    if result.is_err() {
-        let _ = fs.remove(&p.tmp);
-    }
-    result.map(|()| p.path)
+    crate::fs::install(fs, dir, p.file, &p.tmp, &p.path).map(|()| p.path)
 }
 
 /// Reads a snapshot file.

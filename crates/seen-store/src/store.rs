@@ -248,13 +248,11 @@ fn check_dir_format(fs: &dyn Fs, dir: &Path) -> Result<()> {
     if found < DIR_FORMAT {
         let tmp = dir.join("FORMAT.tmp");
         let mut f = fs.create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
-        f.write_all(format!("{FORMAT_LINE}{DIR_FORMAT}\n").as_bytes())
-            .map_err(|e| io_err("write", &tmp, e))?;
-        f.sync_data().map_err(|e| io_err("sync", &tmp, e))?;
-        fs.rename(&tmp, &path)
-            .map_err(|e| io_err("rename", &tmp, e))?;
-        fs.sync_dir(dir)
-            .map_err(|e| io_err("sync directory", dir, e))?;
+        if let Err(e) = f.write_all(format!("{FORMAT_LINE}{DIR_FORMAT}\n").as_bytes()) {
+            let _ = fs.remove(&tmp);
+            return Err(io_err("write", &tmp, e));
+        }
+        crate::fs::install(fs, dir, f, &tmp, &path)?;
     }
     Ok(())
 }

@@ -60,7 +60,9 @@ use memmap2::MmapRaw;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
-use crate::record::{encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SHORT_FLAG};
+use crate::record::{
+    encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SHORT_FLAG, SHORT_RECORD,
+};
 use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
@@ -248,6 +250,9 @@ pub(crate) struct Wal {
     dir: PathBuf,
     policy: FsyncPolicy,
     segment_size: u64,
+    /// The largest record an append takes: one that fits in a segment,
+    /// and whose length stays below the short record's flag.
+    max_record: u64,
     /// Every lane with live segments; appends go to the first `active`.
     lanes: Vec<Lane>,
     active: usize,
@@ -309,7 +314,7 @@ const fn hashes_len(n: usize) -> usize {
 /// for filter `id`, padding included.
 const fn hashes_record_len(kind: u8, id: u64, n: usize) -> usize {
     if is_short(kind, id, n) {
-        crate::record::SHORT_RECORD
+        SHORT_RECORD
     } else {
         (8 + hashes_len(n)).next_multiple_of(8)
     }
@@ -437,6 +442,7 @@ impl Wal {
             dir,
             policy,
             segment_size,
+            max_record: segment_size.min(u64::from(SHORT_FLAG) - 1),
             lanes: lanes
                 .into_iter()
                 .map(|st| Lane {
@@ -652,12 +658,14 @@ impl Wal {
         total: usize,
         write: impl FnOnce(&mut [u8], u64),
     ) -> Result<u64> {
-        if total as u64 > self.segment_size {
-            return Err(ErrorKind::WrongKind("a log record is larger than a log segment").into());
-        }
-        if total >= SHORT_FLAG as usize {
-            // Its length would read as the flag of a short record.
-            return Err(ErrorKind::WrongKind("a log record of 2 GiB or more").into());
+        if total as u64 > self.max_record {
+            return Err(ErrorKind::WrongKind(if total as u64 > self.segment_size {
+                "a log record is larger than a log segment"
+            } else {
+                // Its length would read as the flag of a short record.
+                "a log record of 2 GiB or more"
+            })
+            .into());
         }
         let lsn = self.take_lsn(st, ordered);
         if st
