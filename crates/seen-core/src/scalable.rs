@@ -300,6 +300,66 @@ impl ScalableBloomFilter {
         }
     }
 
+    /// Room for new items in the newest sub-filter, with exclusive access,
+    /// growing the chain first if that one is full: after `Ok(n)` (never
+    /// 0), the next `n` adds through [`add_hash_mut`](Self::add_hash_mut)
+    /// cannot fail. The error is the one such an add of a new item would
+    /// return: `Full` (a non-scaling chain), or the growth refused.
+    ///
+    /// A caller that logs adds before making them (seen's store) logs
+    /// only those it has room for, so that a logged add never failed.
+    ///
+    /// ```
+    /// use seen_core::ScalableBloomFilter;
+    /// let mut f = ScalableBloomFilter::builder(2, 0.01).nonscaling(true).build().unwrap();
+    /// assert_eq!(f.room_mut().unwrap(), 2);
+    /// f.add_hash_mut(f.hash("a")).unwrap();
+    /// f.add_hash_mut(f.hash("b")).unwrap();
+    /// assert!(f.room_mut().is_err());
+    /// ```
+    pub fn room_mut(&mut self) -> Result<u64> {
+        loop {
+            let nonscaling = self.params.nonscaling;
+            let links = self.links_mut();
+            let len = links.len();
+            let cur = links.last().expect("a chain has at least one link");
+            if cur.len() < cur.capacity() {
+                return Ok(cur.capacity() - cur.len());
+            }
+            if nonscaling {
+                return Err(ErrorKind::Full.into());
+            }
+            self.grow(len)?;
+        }
+    }
+
+    /// [`add_hash_mut`](Self::add_hash_mut) of an add that was accepted
+    /// once already: the replay of a log. Where `add_hash_mut` would fail
+    /// (the chain full, or its growth refused), the item goes into the
+    /// newest sub-filter anyway, past its capacity, and the error comes
+    /// back beside the answer: an acknowledged add is never dropped.
+    ///
+    /// Replay can meet a full chain earlier than the adds did: under
+    /// concurrent adds, which of two items whose bits overlap counts as
+    /// new depends on the order their bits were set in, and a log replays
+    /// them in another order, so a chain's count on replay can run a few
+    /// items ahead of the count the adds saw.
+    pub fn add_hash_mut_forced(&mut self, h: ItemHash) -> (bool, Option<crate::Error>) {
+        match self.add_hash_mut(h) {
+            Ok(new) => (new, None),
+            Err(e) => {
+                // `add_hash_mut` fails only for an item in no link.
+                let links = self.links_mut();
+                let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
+                let new = cur.add_hash_mut(h);
+                if new {
+                    *self.items.get_mut() += 1;
+                }
+                (new, Some(e))
+            }
+        }
+    }
+
     /// Adds a new link if the chain still has `expected_len` links.
     fn grow(&self, expected_len: usize) -> Result<()> {
         let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
@@ -663,6 +723,58 @@ impl Drop for ChainWriter<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A forced add takes an item a full chain refuses, past its capacity,
+    /// and reports the refusal; `room_mut` grows a scaling chain.
+    #[test]
+    fn forced_add_goes_past_a_full_chain_and_room_grows_it() {
+        let mut f = ScalableBloomFilter::builder(10, 0.01)
+            .nonscaling(true)
+            .build()
+            .unwrap();
+        let hashes: Vec<ItemHash> = (0..40u32).map(|i| f.hash(i.to_le_bytes())).collect();
+        let mut taken = 0;
+        for &h in &hashes {
+            match f.add_hash_mut(h) {
+                Ok(_) => taken += 1,
+                Err(e) => {
+                    assert!(matches!(e.kind(), ErrorKind::Full));
+                    break;
+                }
+            }
+        }
+        let full_at = f.len();
+        assert_eq!(full_at, 10);
+        assert!(matches!(f.room_mut().unwrap_err().kind(), ErrorKind::Full));
+        let mut forced = 0;
+        for &h in &hashes[taken..] {
+            let (new, err) = f.add_hash_mut_forced(h);
+            if let Some(e) = err {
+                assert!(matches!(e.kind(), ErrorKind::Full));
+                forced += u64::from(new);
+            }
+        }
+        assert!(forced > 0);
+        assert_eq!(f.len(), full_at + forced);
+        assert!(hashes.iter().all(|&h| f.contains_hash(h)));
+        // Still full for the adds of a user.
+        assert!(f.add_hash_mut(f.hash("another")).is_err());
+        // A copy keeps every item and the count.
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes).unwrap();
+        let copy =
+            ScalableBloomFilter::decode(&bytes[..], &crate::DecodeOptions::default()).unwrap();
+        assert_eq!(copy.len(), f.len());
+        assert!(hashes.iter().all(|&h| copy.contains_hash(h)));
+
+        let mut g = ScalableBloomFilter::new(4, 0.01).unwrap();
+        for i in 0..4u32 {
+            g.add_hash_mut(g.hash(i.to_le_bytes())).unwrap();
+        }
+        assert_eq!(g.links(), 1);
+        assert_eq!(g.room_mut().unwrap(), 8);
+        assert_eq!(g.links(), 2);
+    }
 
     /// The exclusive-access add gives the same answers, counts and bits as
     /// the shared one, growth and a full non-scaling chain included.
