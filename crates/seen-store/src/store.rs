@@ -266,6 +266,25 @@ fn replay_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
+/// Applies the adds of a log record on replay. None fails: each was
+/// acknowledged (`add_chain` logs no add a chain refused), so a chain that
+/// counts itself full here, having counted concurrent adds otherwise than
+/// they did, takes the item past its capacity
+/// ([`ScalableBloomFilter::add_hash_mut_forced`]).
+fn replay_adds(id: u64, f: &mut AnyFilter, hashes: &[ItemHash]) {
+    let AnyFilter::Scalable(chain) = f else {
+        apply_adds(f, hashes);
+        return;
+    };
+    for &h in hashes {
+        if let (_, Some(e)) = chain.add_hash_mut_forced(h) {
+            tracing::warn!(
+                "replay: filter {id} refused a logged add ({e}); added it past the chain's capacity"
+            );
+        }
+    }
+}
+
 /// Applies adds in order, stopping at the first error.
 fn apply_adds(f: &mut AnyFilter, hashes: &[ItemHash]) -> AddOutcome {
     if let AnyFilter::Bloom(b) = f {
@@ -578,9 +597,7 @@ impl Store {
                         AnyFilter::Bloom(b) => {
                             b.add_hashes_mut_parallel(&hashes, replay_threads());
                         }
-                        f => {
-                            apply_adds(f, &hashes);
-                        }
+                        f => replay_adds(id, f, &hashes),
                     }
                     st.dirty.store(true, Ordering::Relaxed);
                 }
@@ -657,7 +674,7 @@ impl Store {
                 // A chain or counting filter: one record at a time.
                 flush(&mut by_id, &mut pending);
                 if let Some((_, st)) = by_id.get_mut(id) {
-                    apply_adds(&mut st.filter, &hashes.to_vec());
+                    replay_adds(*id, &mut st.filter, &hashes.to_vec());
                     st.dirty.store(true, Ordering::Relaxed);
                 }
                 return Ok(());
@@ -1041,9 +1058,8 @@ impl Store {
                     return Ok((outcome, Pending(lsn)));
                 }
                 // A chain near a sub-filter's capacity: there an add can
-                // fail (full, or growth refused), and replay must then meet
-                // the same failures in the same order, so the adds run one
-                // batch at a time, in log order.
+                // fail (full, or growth refused), so the adds run one batch
+                // at a time, logging only what has room (`add_chain`).
             }
         }
         let mut st = write_st(&entry.state);
@@ -1053,6 +1069,15 @@ impl Store {
             return self.add_pending(name, items, create, create_limit);
         }
         let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+        if let EntryState {
+            filter: AnyFilter::Scalable(chain),
+            dirty,
+            ..
+        } = &mut *st
+        {
+            let (outcome, lsn) = self.add_chain(entry.id, dirty, chain, &hashes)?;
+            return Ok((outcome, Pending(lsn)));
+        }
         // In a counting filter every add changes counters (an item added
         // twice survives one remove), so every add is logged; in the others
         // an item already present changes nothing, now or on replay.
@@ -1074,6 +1099,81 @@ impl Store {
             },
         )?;
         Ok((outcome, Pending(lsn)))
+    }
+
+    /// Adds to a chain held exclusively, where an add can fail: logs only
+    /// the adds the chain has room for (growing it first if it must), and
+    /// stops at the first that has none, unlogged. So every add in the log
+    /// succeeded, and replay, which cannot meet the same failures at the
+    /// same places (see [`ScalableBloomFilter::add_hash_mut_forced`]),
+    /// makes every logged add whatever the chain's count says.
+    fn add_chain(
+        &self,
+        id: u64,
+        dirty: &AtomicBool,
+        chain: &mut ScalableBloomFilter,
+        hashes: &[ItemHash],
+    ) -> Result<(AddOutcome, u64)> {
+        const CHUNK: usize = 16;
+        for &h in hashes.iter().take(CHUNK) {
+            chain.prefetch(h);
+        }
+        let mut outcome = AddOutcome {
+            new: Vec::with_capacity(hashes.len()),
+            stopped: None,
+        };
+        let mut to_log = [ItemHash::default(); CHUNK];
+        let mut done = 0;
+        while done < hashes.len() {
+            // The next items, up to CHUNK of them, holding no more absent
+            // ones than the newest sub-filter has room for (each adds one
+            // to the count at most, even if an earlier one of them sets its
+            // bits). The room is asked for at the first absent item, as an
+            // add would (growing the chain then, or failing).
+            let mut room = None;
+            let mut n = 0;
+            let mut end = done;
+            while end < hashes.len() && end - done < CHUNK {
+                let h = hashes[end];
+                if !chain.contains_hash(h) {
+                    let room = match room {
+                        Some(room) => room,
+                        None => match chain.room_mut() {
+                            Ok(r) => *room.insert(r),
+                            Err(e) => {
+                                outcome.stopped = Some(e);
+                                break;
+                            }
+                        },
+                    };
+                    if n as u64 == room {
+                        break;
+                    }
+                    to_log[n] = h;
+                    n += 1;
+                }
+                end += 1;
+            }
+            for &h in hashes.iter().skip(end).take(CHUNK) {
+                chain.prefetch(h);
+            }
+            if n > 0 {
+                self.inner.wal.append_hashes(2, id, &to_log[..n], false)?;
+                mark_dirty(dirty);
+            }
+            for &h in &hashes[done..end] {
+                // Cannot fail with the room made above; were it to, the
+                // logged add is made anyway, as replay will make it.
+                let (new, refused) = chain.add_hash_mut_forced(h);
+                debug_assert!(refused.is_none(), "an add the chain had room for");
+                outcome.new.push(new);
+            }
+            done = end;
+            if outcome.stopped.is_some() {
+                break;
+            }
+        }
+        Ok((outcome, self.inner.wal.last_lsn()))
     }
 
     /// Adds to a filter that takes concurrent adds, with its state held
@@ -1732,5 +1832,121 @@ impl Store {
     /// Directory of the log.
     pub fn wal_dir(&self) -> &Path {
         self.inner.wal.dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain_spec(nonscaling: bool) -> FilterSpec {
+        FilterSpec::Scalable {
+            capacity: 50,
+            error_rate: 0.01,
+            layout: seen_core::Layout::Blocked,
+            expansion: 2,
+            nonscaling,
+        }
+    }
+
+    /// Fills a non-scaling chain through the store until it refuses an
+    /// add; returns the items it took (the refused one is not among them).
+    fn fill(store: &Store, name: &[u8], keys: &[Vec<u8>]) -> usize {
+        for (i, key) in keys.iter().enumerate() {
+            match store.add(name, &[key], None) {
+                Ok(out) if out.stopped.is_none() => {}
+                Ok(out) => {
+                    assert!(matches!(
+                        out.stopped.unwrap().kind(),
+                        seen_core::ErrorKind::Full
+                    ));
+                    return i;
+                }
+                Err(e) => panic!("add {i}: {e}"),
+            }
+        }
+        panic!("the chain took every key")
+    }
+
+    /// A log can hold more adds to a full chain than its count allows:
+    /// concurrent adds count each item once, but which of two whose bits
+    /// overlap counts as new depends on the order their bits were set in,
+    /// and replay goes in log order. Such adds were acknowledged: replay
+    /// makes them all, past the chain's capacity.
+    #[test]
+    fn replay_makes_every_logged_add_of_a_chain_it_counts_as_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys: Vec<Vec<u8>> = (0..200u32).map(|i| format!("k{i}").into_bytes()).collect();
+        let (taken, extra) = {
+            let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+            store.create(b"c", &chain_spec(true)).unwrap();
+            let taken = fill(&store, b"c", &keys);
+            // Adds the chain counted as not new when they were made, logged
+            // as a replay that counts them as new finds them.
+            let entry = store.entry(b"c").unwrap();
+            let extra: Vec<ItemHash> = keys[taken..taken + 10]
+                .iter()
+                .map(|k| {
+                    store
+                        .with_filter_shared(b"c", |f| hash(f, k))
+                        .unwrap()
+                        .unwrap()
+                })
+                .collect();
+            store
+                .inner
+                .wal
+                .append_hashes(2, entry.id, &extra, false)
+                .unwrap();
+            drop(entry);
+            (taken, taken + 10)
+        };
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let refs: Vec<&[u8]> = keys[..extra].iter().map(|k| &k[..]).collect();
+        let found = store.contains(b"c", &refs).unwrap().unwrap();
+        assert!(
+            found.iter().all(|&f| f),
+            "{taken} taken; missing after replay: {found:?}"
+        );
+        // Still full for new adds.
+        let out = store.add(b"c", &[b"another one"], None).unwrap();
+        assert!(out.stopped.is_some() || out.new == [false]);
+    }
+
+    /// An add the chain refuses is not logged: after a reopen the refused
+    /// item is still absent and the chain still full.
+    #[test]
+    fn a_refused_chain_add_is_not_logged() {
+        for nonscaling in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let keys: Vec<Vec<u8>> = (0..200u32).map(|i| format!("k{i}").into_bytes()).collect();
+            let opts = || StoreOptions {
+                // Room for the first sub-filter and not the second.
+                max_filter_bytes: 200,
+                ..StoreOptions::default()
+            };
+            let taken = {
+                let store = Store::open(dir.path(), opts()).unwrap();
+                store.create(b"c", &chain_spec(nonscaling)).unwrap();
+                // The refusal in the middle of a batch: the items before it
+                // are taken, it and the rest are not.
+                let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                let out = store.add(b"c", &refs, None).unwrap();
+                assert!(out.stopped.is_some(), "nonscaling {nonscaling}");
+                out.new.len()
+            };
+            let store = Store::open(dir.path(), opts()).unwrap();
+            let refused = store.contains(b"c", &[&keys[taken]]).unwrap().unwrap();
+            assert_eq!(refused, [false], "nonscaling {nonscaling}");
+            let refs: Vec<&[u8]> = keys[..taken].iter().map(|k| &k[..]).collect();
+            let found = store.contains(b"c", &refs).unwrap().unwrap();
+            assert!(found.iter().all(|&f| f));
+            let out = store.add(b"c", &[&keys[taken]], None).unwrap();
+            assert!(out.stopped.is_some(), "nonscaling {nonscaling}");
+            // An item present is answered, full chain or not.
+            let out = store.add(b"c", &[&keys[0], &keys[1]], None).unwrap();
+            assert_eq!(out.new, [false, false]);
+            assert!(out.stopped.is_none());
+        }
     }
 }

@@ -15,7 +15,7 @@ enum Op {
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
-        6 => (0u8..3, prop::collection::vec(0u16..2000, 1..20)).prop_map(|(f, v)| Op::Add(f, v)),
+        6 => (0u8..4, prop::collection::vec(0u16..2000, 1..20)).prop_map(|(f, v)| Op::Add(f, v)),
         1 => prop::collection::vec(0u16..2000, 1..5).prop_map(Op::Remove),
         1 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
@@ -23,9 +23,9 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..40)
 }
 
-const NAMES: [&[u8]; 3] = [b"bloom", b"chain", b"count"];
+const NAMES: [&[u8]; 4] = [b"bloom", b"chain", b"count", b"full"];
 
-fn specs() -> [FilterSpec; 3] {
+fn specs() -> [FilterSpec; 4] {
     [
         FilterSpec::Bloom {
             capacity: 500,
@@ -42,6 +42,14 @@ fn specs() -> [FilterSpec; 3] {
         FilterSpec::Counting {
             capacity: 500,
             error_rate: 0.01,
+        },
+        // Fills up: adds past its capacity fail, mid-call too.
+        FilterSpec::Scalable {
+            capacity: 20,
+            error_rate: 0.01,
+            layout: Layout::Blocked,
+            expansion: 2,
+            nonscaling: true,
         },
     ]
 }
@@ -64,12 +72,22 @@ proptest! {
         let bloom = BloomFilter::builder(500, 0.01).layout(Layout::Classic).build().unwrap();
         let chain = ScalableBloomFilter::builder(20, 0.01).build().unwrap();
         let mut count = CountingBloomFilter::new(500, 0.01).unwrap();
+        let full = ScalableBloomFilter::builder(20, 0.01).nonscaling(true).build().unwrap();
         for op in ops {
             match op {
                 Op::Add(f, keys) => {
                     let items: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
                     let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
                     let out = store.add(NAMES[f as usize], &refs, None).unwrap();
+                    if f == 3 {
+                        // Answers up to the first refusal, then the refusal.
+                        let answers = full.add_many(&items);
+                        let refused = answers.last().is_some_and(|a| a.is_err());
+                        let expect: Vec<bool> = answers.into_iter().map_while(|a| a.ok()).collect();
+                        prop_assert_eq!(out.new, expect);
+                        prop_assert_eq!(out.stopped.is_some(), refused);
+                        continue;
+                    }
                     let expect: Vec<bool> = items.iter().map(|i| match f {
                         0 => bloom.add(i),
                         1 => chain.add(i).unwrap(),
@@ -100,7 +118,8 @@ proptest! {
             let want: Vec<bool> = probes.iter().map(|p| match f {
                 0 => bloom.contains(p),
                 1 => chain.contains(p),
-                _ => count.contains(p),
+                2 => count.contains(p),
+                _ => full.contains(p),
             }).collect();
             prop_assert_eq!(got, want);
         }
