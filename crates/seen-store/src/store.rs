@@ -909,9 +909,9 @@ impl Store {
     /// Before a mutation: a log whose sync failed is usable again only after
     /// a checkpoint of every filter has succeeded.
     fn ready_to_write(&self) -> Result<()> {
-        if self.inner.wal.is_poisoned() {
+        if let Some(epoch) = self.inner.wal.poison_epoch() {
             self.checkpoint_inner(true)?;
-            self.inner.wal.reset_after_checkpoint()?;
+            self.inner.wal.reset_after_checkpoint(epoch)?;
         }
         Ok(())
     }
@@ -1770,7 +1770,10 @@ impl Store {
                 }
             };
             let Some((pending, lsn)) = pending else {
-                if read_st(&e.state).expired(now) {
+                // A poisoned log takes no record, and a filter that has
+                // expired is gone for every caller anyway: the next
+                // checkpoint deletes it.
+                if read_st(&e.state).expired(now) && !self.inner.wal.is_poisoned() {
                     self.delete_logged(&e.name, Some(e.id))?;
                 }
                 continue;

@@ -225,6 +225,9 @@ struct SyncState {
     synced_lsn: u64,
     in_progress: bool,
     poisoned: Option<String>,
+    /// Times the log has been poisoned: a reset clears only the poisoning
+    /// its checkpoint followed (see [`Wal::reset_after_checkpoint`]).
+    poison_epoch: u64,
     /// Records the last sync covered: more than one means writers are
     /// waiting together, and the next leader gathers before it syncs.
     last_batch: u64,
@@ -458,6 +461,7 @@ impl Wal {
                 in_progress: false,
                 last_batch: 0,
                 poisoned: None,
+                poison_epoch: 0,
             })),
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -658,6 +662,13 @@ impl Wal {
         total: usize,
         write: impl FnOnce(&mut [u8], u64),
     ) -> Result<u64> {
+        // No record goes into a poisoned log: a checkpoint of every filter,
+        // which starts once the poisoning is seen, is about to stand for
+        // all the records there are (see `reset_after_checkpoint`). Every
+        // record is appended under a lock that the checkpoint also takes
+        // (the filter's, or the map of filters'), so one that gets past
+        // this check is in the checkpoint's snapshots.
+        self.check_poisoned()?;
         if total as u64 > self.max_record {
             return Err(ErrorKind::WrongKind(if total as u64 > self.segment_size {
                 "a log record is larger than a log segment"
@@ -875,6 +886,16 @@ impl Wal {
         self.poisoned.load(Ordering::Acquire)
     }
 
+    /// Which poisoning the log is in, if it is: what a checkpoint that
+    /// starts now must hand to [`reset_after_checkpoint`](Self::reset_after_checkpoint).
+    pub(crate) fn poison_epoch(&self) -> Option<u64> {
+        if !self.is_poisoned() {
+            return None;
+        }
+        let s = lock(&self.sync);
+        s.poisoned.as_ref().map(|_| s.poison_epoch)
+    }
+
     /// Syncs everything appended up to at least `lsn` (group commit).
     pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
         let mut s = lock(&self.sync);
@@ -996,6 +1017,7 @@ impl Wal {
                 let msg = format!("sync {}: {e}", path.display());
                 tracing::error!("{msg}");
                 s.poisoned = Some(msg);
+                s.poison_epoch += 1;
                 self.poisoned.store(true, Ordering::Release);
                 Err(io_err("sync", &path, e))
             }
@@ -1034,11 +1056,25 @@ impl Wal {
         gone
     }
 
-    /// After a successful checkpoint of every filter, a poisoned log may be
-    /// used again: everything it held is in durable snapshots. Starts a
+    /// After a successful checkpoint of every filter that started once the
+    /// log was poisoned (`epoch`, from [`poison_epoch`](Self::poison_epoch)),
+    /// the log may be used again: no record was appended since the
+    /// poisoning, and every record before it is in the checkpoint's durable
+    /// snapshots, so every lsn handed out so far counts as synced. Starts a
     /// fresh segment in lane 0 (the other lanes start theirs when next
     /// used), so that no write lands in pages whose sync failed.
-    pub(crate) fn reset_after_checkpoint(&self) -> Result<()> {
+    ///
+    /// Does nothing if that poisoning was cleared already (by another
+    /// writer's checkpoint): records appended since are not in this
+    /// checkpoint, and must not count as synced. (While the log is
+    /// poisoned no sync runs, so no later poisoning can have come.)
+    pub(crate) fn reset_after_checkpoint(&self, epoch: u64) -> Result<()> {
+        {
+            let s = lock(&self.sync);
+            if s.poisoned.is_none() || s.poison_epoch != epoch {
+                return Ok(());
+            }
+        }
         let lsn = self.next_lsn.load(Ordering::Acquire);
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
@@ -1632,6 +1668,47 @@ mod tests {
         assert_eq!(wal.syncs.load(Ordering::Relaxed), before + 1);
         wal.sync_all().unwrap();
         assert_eq!(wal.syncs.load(Ordering::Relaxed), before + 2);
+    }
+
+    /// Poisons the log as a failed sync does.
+    fn poison(wal: &Wal) {
+        let mut s = lock(&wal.sync);
+        s.poisoned = Some("sync failed (test)".into());
+        s.poison_epoch += 1;
+        wal.poisoned.store(true, Ordering::Release);
+    }
+
+    #[test]
+    fn a_poisoned_log_takes_no_record_until_the_reset_for_its_poisoning() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        wal.append_hashes(2, 1, &h, true).unwrap();
+        poison(&wal);
+        let epoch = wal.poison_epoch().unwrap();
+        let before = wal.last_lsn();
+        for ordered in [false, true] {
+            let e = wal.append_hashes(2, 1, &h, !ordered).unwrap_err();
+            assert!(matches!(e.kind(), ErrorKind::Poisoned(_)), "{e}");
+            let mut rec = wal.prepare_one(2, 1, h[0]);
+            assert!(wal.append_prepared(&mut rec).is_err());
+        }
+        assert!(wal.append(&Record::Delete { id: 1 }).is_err());
+        assert_eq!(wal.last_lsn(), before, "a refused append took no lsn");
+        // A reset for an older poisoning (one another writer's checkpoint
+        // cleared) leaves this one.
+        wal.reset_after_checkpoint(epoch - 1).unwrap();
+        assert!(wal.is_poisoned());
+        wal.reset_after_checkpoint(epoch).unwrap();
+        assert!(!wal.is_poisoned());
+        assert_eq!(wal.poison_epoch(), None);
+        let lsn = wal.append_hashes(2, 1, &h, true).unwrap();
+        assert!(lsn > before);
+        // Cleared already: a second reset for the same poisoning, after
+        // records came in, does not count them as synced.
+        let synced = wal.synced_lsn.load(Ordering::Acquire);
+        wal.reset_after_checkpoint(epoch).unwrap();
+        assert_eq!(wal.synced_lsn.load(Ordering::Acquire), synced);
+        assert!(synced < lsn);
     }
 
     #[test]
