@@ -360,6 +360,40 @@ impl ScalableBloomFilter {
         }
     }
 
+    /// Adds an item to the newest sub-filter, with exclusive access,
+    /// whatever its count (never growing the chain, never failing):
+    /// whether it was new. For replaying, over a copy of a chain taken
+    /// while adds went on into its newest sub-filter, the adds made during
+    /// the copy, until [`set_len_in_newest`](Self::set_len_in_newest) gives
+    /// the count the chain had once they were all made.
+    pub fn add_hash_mut_to_newest(&mut self, h: ItemHash) -> bool {
+        if self.links_mut().iter().rev().any(|l| l.contains_hash(h)) {
+            return false;
+        }
+        let links = self.links_mut();
+        let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
+        let new = cur.add_hash_mut(h);
+        if new {
+            *self.items.get_mut() += 1;
+        }
+        new
+    }
+
+    /// Sets the chain's count to `items`, every sub-filter but the newest
+    /// keeping its own: the newest gets the rest (none if they hold more).
+    /// For a copy of a chain taken while adds went on, which went into the
+    /// newest sub-filter only (see
+    /// [`add_hash_mut_to_newest`](Self::add_hash_mut_to_newest)).
+    pub fn set_len_in_newest(&mut self, items: u64) {
+        let links = self.links_mut();
+        let (newest, older) = links
+            .split_last_mut()
+            .expect("a chain has at least one link");
+        let older: u64 = older.iter().map(|l| l.len()).sum();
+        link_mut(newest).set_len(items.saturating_sub(older));
+        *self.items.get_mut() = older + items.saturating_sub(older);
+    }
+
     /// Adds a new link if the chain still has `expected_len` links.
     fn grow(&self, expected_len: usize) -> Result<()> {
         let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
