@@ -10,8 +10,10 @@
 //! A count lsn of 0 says the bits are the filter at `lsn`. Otherwise the
 //! bits were copied while adds went on: they hold every add up to `lsn`
 //! and some after it, and the filter's count is `count` once every record
-//! up to the count lsn has been replayed over them. Version 1 files (no
-//! trailer) are still read.
+//! up to the count lsn has been replayed over them. For a chain those adds
+//! all went into its newest sub-filter, and replay puts them there; the
+//! older sub-filters keep the counts the copy has, and the newest gets the
+//! rest of `count`. Version 1 files (no trailer) are still read.
 //!
 //! Written to `<id>.snap.tmp`, synced, renamed over `<id>.snap`, and the
 //! directory synced: a crash leaves either the old snapshot or the new one.
@@ -136,6 +138,12 @@ pub(crate) fn begin(
     }
 }
 
+/// Drops a snapshot begun and not wanted after all (its temp file).
+pub(crate) fn abandon(fs: &dyn Fs, p: Pending) {
+    drop(p.file);
+    let _ = fs.remove(&p.tmp);
+}
+
 /// Makes a snapshot durable: sync, rename over the old one, sync the
 /// directory. A crash leaves either the old snapshot or the new one.
 pub(crate) fn finish(fs: &dyn Fs, dir: &Path, p: Pending) -> Result<PathBuf> {
@@ -203,7 +211,7 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         let count_lsn = u64::from_le_bytes(t[..8].try_into().expect("8"));
         let count = u64::from_le_bytes(t[8..16].try_into().expect("8"));
         if count_lsn != 0 {
-            if count_lsn < lsn || !matches!(filter, AnyFilter::Bloom(_)) {
+            if count_lsn < lsn || !matches!(filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
                 return Err(corrupt(
                     body_at,
                     format!("snapshot trailer: count lsn {count_lsn} with lsn {lsn}"),

@@ -207,8 +207,10 @@ const LOCK_WAIT: Duration = Duration::from_millis(500);
 
 /// The format of the data directory this build writes (its `FORMAT` file,
 /// docs/FORMAT.md section 6): 1 had no such file and long log records
-/// only; 2 adds the short record of the add of one hash.
-const DIR_FORMAT: u32 = 2;
+/// only; 2 adds the short record of the add of one hash; 3, snapshots of
+/// chains copied while adds went on (a count lsn in a chain's snapshot,
+/// which format 2 takes for corruption).
+const DIR_FORMAT: u32 = 3;
 
 /// The line of the `FORMAT` file, before the number.
 const FORMAT_LINE: &str = "seen-store data directory, format ";
@@ -264,6 +266,34 @@ const REPLAY_BATCH: usize = 1 << 16;
 /// Threads that apply replayed adds to one filter: the cores, at most 4.
 fn replay_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// Sets the count a snapshot copied while adds went on recorded (see
+/// `snapshot::trailer`), once the log is replayed up to its count lsn.
+fn set_count(f: &mut AnyFilter, count: u64) {
+    match f {
+        AnyFilter::Bloom(b) => b.set_len(count),
+        AnyFilter::Scalable(s) => s.set_len_in_newest(count),
+        _ => {}
+    }
+}
+
+/// Sub-filters of a filter (a chain's; 1 for the others).
+fn links_of(f: &AnyFilter) -> usize {
+    match f {
+        AnyFilter::Scalable(s) => s.links(),
+        _ => 1,
+    }
+}
+
+/// A filter's count (adds that answered "new").
+fn count_of(f: &AnyFilter) -> u64 {
+    match f {
+        AnyFilter::Bloom(b) => b.len(),
+        AnyFilter::Scalable(s) => s.len(),
+        AnyFilter::Counting(c) => c.len(),
+        _ => unreachable!("AnyFilter has three kinds"),
+    }
 }
 
 /// Applies the adds of a log record on replay. None fails: each was
@@ -614,9 +644,7 @@ impl Store {
             if let Some((_, count)) = fixes.remove(&id) {
                 flush(by_id, pending);
                 if let Some((_, st)) = by_id.get_mut(&id) {
-                    if let AnyFilter::Bloom(b) = &mut st.filter {
-                        b.set_len(count);
-                    }
+                    set_count(&mut st.filter, count);
                 }
             }
         }
@@ -674,14 +702,24 @@ impl Store {
                 // A chain or counting filter: one record at a time.
                 flush(&mut by_id, &mut pending);
                 if let Some((_, st)) = by_id.get_mut(id) {
-                    replay_adds(*id, &mut st.filter, &hashes.to_vec());
+                    match &mut st.filter {
+                        // Made while the chain was copied (the count is
+                        // fixed at `fix_lsn`, above): into its newest
+                        // sub-filter, where such adds went.
+                        AnyFilter::Scalable(chain) if fix_lsn != u64::MAX && lsn <= fix_lsn => {
+                            for h in hashes.iter() {
+                                chain.add_hash_mut_to_newest(h);
+                            }
+                        }
+                        f => replay_adds(*id, f, &hashes.to_vec()),
+                    }
                     st.dirty.store(true, Ordering::Relaxed);
                 }
                 return Ok(());
             }
             // Any other record may change `by_id`. (Counts to fix belong
-            // to fixed-size Bloom filters, whose other records, delete and
-            // expiry, leave the count alone.)
+            // to Bloom filters and chains, whose other records, delete,
+            // expiry and dump chunks, leave the count alone.)
             hot = None;
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn {
@@ -775,9 +813,7 @@ impl Store {
         let next_lsn = last_lsn.max(max_lsn) + 1;
         for (id, (_, count)) in count_fixes {
             if let Some((_, st)) = by_id.get_mut(&id) {
-                if let AnyFilter::Bloom(b) = &mut st.filter {
-                    b.set_len(count);
-                }
+                set_count(&mut st.filter, count);
             }
         }
         recovery.records = replayed as u64;
@@ -1716,38 +1752,30 @@ impl Store {
         let mut min_lsn = floor;
         let now = now_ms();
         for e in entries {
-            // A fixed-size Bloom filter is copied while its writers go on
-            // (they hold it shared): its bits only ever get set, and every
-            // add made during the copy has an lsn above `lsn` and is
-            // replayed over the copy. Its writers pause only for the two
-            // brief exclusive moments that read `lsn` and, after the copy,
-            // the count. Other filters are encoded under their lock (the
-            // pause their writers see: streaming the filter into the page
-            // cache). Syncs happen after.
+            // A fixed-size Bloom filter or a chain is copied while its
+            // writers go on (they hold it shared): bits only ever get set,
+            // a chain's only in its newest sub-filter (it grows only under
+            // its lock), and every add made during the copy has an lsn
+            // above `lsn` and is replayed over the copy. Its writers pause
+            // only for the two brief exclusive moments that read `lsn` and,
+            // after the copy, the count. A counting filter is encoded under
+            // its lock (the pause its writers see: streaming the filter into
+            // the page cache): a remove replayed over a copy that already
+            // has it would take a counter below the item's adds. Syncs
+            // happen after.
             let pending = {
                 let st = write_st(&e.state);
                 if st.expired(now) {
                     None
                 } else if st.dirty.load(Ordering::Relaxed) || all {
-                    let lsn = self.inner.wal.order_point();
-                    let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                     st.dirty.store(false, Ordering::Relaxed);
                     let fs = &*self.inner.fs;
                     let dir = &self.inner.snap_dir;
-                    let written = if matches!(st.filter, AnyFilter::Bloom(_)) {
-                        drop(st);
-                        snapshot::begin(fs, dir, e.id, &header, |w| {
-                            read_st(&e.state).filter.encode(w)?;
-                            // The count, with no add in flight, and the log
-                            // position it holds at.
-                            let st = write_st(&e.state);
-                            let AnyFilter::Bloom(b) = &st.filter else {
-                                unreachable!("a filter keeps its kind");
-                            };
-                            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
-                            Ok(snapshot::trailer(count_lsn, b.len()))
-                        })
-                    } else {
+                    // Encoded under the lock held (`st`), at the log's
+                    // position now.
+                    let locked = |st: ShardedLockWriteGuard<'_, EntryState>| {
+                        let lsn = self.inner.wal.order_point();
+                        let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                         let written = snapshot::begin(fs, dir, e.id, &header, |w| {
                             st.filter.encode(w)?;
                             Ok(snapshot::trailer(0, 0))
@@ -1755,10 +1783,46 @@ impl Store {
                         // Released before a failure takes the lock again
                         // (below) to mark the filter dirty.
                         drop(st);
-                        written
+                        written.map(|p| (p, lsn))
                     };
+                    let written =
+                        if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
+                            let lsn = self.inner.wal.order_point();
+                            let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                            drop(st);
+                            // Adds go on while the bits are copied, and only
+                            // into a chain's newest sub-filter: one that gains
+                            // a sub-filter meanwhile (an add that held it
+                            // exclusively, near a sub-filter's capacity) is
+                            // encoded again, under its lock.
+                            let mut grown = false;
+                            let written = snapshot::begin(fs, dir, e.id, &header, |w| {
+                                let links = {
+                                    let st = read_st(&e.state);
+                                    st.filter.encode(w)?;
+                                    links_of(&st.filter)
+                                };
+                                #[cfg(test)]
+                                tests::AFTER_COPY.with(|h| h.borrow().as_ref().map(|h| h()));
+                                // The count, with no add in flight, and the log
+                                // position it holds at.
+                                let st = write_st(&e.state);
+                                grown = links_of(&st.filter) != links;
+                                let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
+                                Ok(snapshot::trailer(count_lsn, count_of(&st.filter)))
+                            });
+                            match written {
+                                Ok(p) if grown => {
+                                    snapshot::abandon(fs, p);
+                                    locked(write_st(&e.state))
+                                }
+                                other => other.map(|p| (p, lsn)),
+                            }
+                        } else {
+                            locked(st)
+                        };
                     match written {
-                        Ok(p) => Some((p, lsn)),
+                        Ok(written) => Some(written),
                         Err(err) => {
                             read_st(&e.state).dirty.store(true, Ordering::Relaxed);
                             return Err(err);
@@ -1841,6 +1905,70 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Run by a checkpoint on this thread between a copy of a filter
+        /// and the moment that reads its count.
+        pub(super) static AFTER_COPY: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    fn encoded(store: &Store, name: &[u8]) -> Vec<u8> {
+        store
+            .with_filter(name, |f| {
+                let mut out = Vec::new();
+                f.encode(&mut out).unwrap();
+                out
+            })
+            .unwrap()
+            .unwrap()
+    }
+
+    /// A chain that gains a sub-filter between its copy and the moment
+    /// that reads its count is encoded again under its lock: the snapshot
+    /// is the chain at its lsn, and a reopen gives the chain as it was,
+    /// bit for bit and count for count.
+    #[test]
+    fn a_chain_that_grows_after_its_copy_is_encoded_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        store
+            .create(
+                b"c",
+                &FilterSpec::Scalable {
+                    capacity: 100,
+                    error_rate: 0.01,
+                    layout: seen_core::Layout::Blocked,
+                    expansion: 2,
+                    nonscaling: false,
+                },
+            )
+            .unwrap();
+        for i in 0..50u32 {
+            store.add(b"c", &[&i.to_le_bytes()], None).unwrap();
+        }
+        let links = || store.with_filter(b"c", links_of).unwrap().unwrap();
+        assert_eq!(links(), 1);
+        let during = store.clone();
+        AFTER_COPY.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                for i in 0..300u32 {
+                    let item = format!("during-{i}");
+                    during.add(b"c", &[item.as_bytes()], None).unwrap();
+                }
+            }))
+        });
+        store.checkpoint().unwrap();
+        AFTER_COPY.with(|h| h.borrow_mut().take());
+        assert!(links() > 1);
+        let snap = dir.path().join("snapshots").join(snapshot::file_name(1));
+        let s = crate::read_snapshot(&snap, &Default::default()).unwrap();
+        assert_eq!(s.count_after_replay, None, "encoded again, under the lock");
+        let before = encoded(&store, b"c");
+        drop(Arc::try_unwrap(store).ok().unwrap());
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(encoded(&store, b"c"), before);
+    }
 
     fn chain_spec(nonscaling: bool) -> FilterSpec {
         FilterSpec::Scalable {
