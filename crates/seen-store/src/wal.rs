@@ -49,6 +49,13 @@
 //! page cache, dirty until synced, so nothing is lost; but a sync no longer
 //! write-protects them one by one, with an interrupt to every core that
 //! runs a writer, and they stop counting as the process's memory).
+//! It also makes each lane's next segment once the current one is half
+//! full (a spare: created, preallocated, synced and mapped under a
+//! temporary name), so that a roll renames it rather than doing that I/O
+//! on a writer's path, where it took 200-300 ms behind a checkpoint's
+//! writeback (BENCHMARKS.md, session 9). The next sync syncs the
+//! directory, so the new name is durable before any record in the segment
+//! counts as synced.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -169,6 +176,23 @@ struct LaneState {
     /// The lsns this lane took from the counter for its unordered records
     /// and has not used yet: `block.0..block.1` (see [`Wal::take_lsn`]).
     block: (u64, u64),
+    /// A segment file made ready ahead by the page helper (created,
+    /// preallocated, synced and mapped, under a temporary name): a roll
+    /// renames it instead of making one on the writer's path.
+    spare: Option<Spare>,
+}
+
+/// See [`LaneState::spare`].
+struct Spare {
+    path: PathBuf,
+    map: Arc<MmapRaw>,
+    file: Arc<dyn FsFile>,
+}
+
+/// The name of lane `lane`'s spare segment (not a segment name: the log
+/// reader passes it by, and open removes it).
+fn spare_name(lane: usize) -> String {
+    format!("spare.{lane:02}.tmp")
 }
 
 impl LaneState {
@@ -279,6 +303,9 @@ pub(crate) struct Wal {
     pages: std::sync::OnceLock<std::thread::Thread>,
     /// Syncs led so far (tests read it).
     syncs: AtomicU64,
+    /// A spare has been renamed into a segment since the last sync: the
+    /// next one syncs the directory too.
+    dir_dirty: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -427,8 +454,18 @@ impl Wal {
                 unsynced: Vec::new(),
                 segments: Vec::new(),
                 block: (0, 0),
+                spare: None,
             })
             .collect();
+        // Spares a closed or killed process left.
+        for lane in 0..count.max(LANES) {
+            let path = dir.join(spare_name(lane));
+            match fs.remove(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove", &path, e)),
+            }
+        }
         for s in segments {
             let lane = &mut lanes[s.lane];
             if let Some(seq) = s.seq {
@@ -470,6 +507,7 @@ impl Wal {
             poisoned: AtomicBool::new(false),
             pages: std::sync::OnceLock::new(),
             syncs: AtomicU64::new(0),
+            dir_dirty: AtomicBool::new(false),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -561,6 +599,11 @@ impl Wal {
                             };
                             *behind = done;
                         }
+                    }
+                    // Then, with the pages seen to, the next segments.
+                    let Some(wal) = weak.upgrade() else { return };
+                    for lane in 0..active {
+                        wal.prepare_spare(lane);
                     }
                 }
             })
@@ -827,15 +870,22 @@ impl Wal {
 
     /// Switches lane `lane` to a new segment named after `first_lsn`.
     fn roll(&self, lane: usize, st: &mut LaneState, first_lsn: u64) -> Result<()> {
-        let next = Self::new_segment(
-            &*self.fs,
-            &self.dir,
-            self.segment_size,
-            first_lsn,
-            lane,
-            st.next_seq,
-        )
-        .inspect_err(|_| {
+        let next = match st.spare.take() {
+            Some(spare) => self.use_spare(spare, first_lsn, lane, st.next_seq),
+            None => None,
+        };
+        let next = match next {
+            Some(next) => Ok(next),
+            None => Self::new_segment(
+                &*self.fs,
+                &self.dir,
+                self.segment_size,
+                first_lsn,
+                lane,
+                st.next_seq,
+            ),
+        };
+        let next = next.inspect_err(|_| {
             // A file the failed attempt could not remove keeps its number,
             // so that no two segments of the lane share one.
             if self
@@ -848,6 +898,8 @@ impl Wal {
         })?;
         st.next_seq += 1;
         st.segments.push((first_lsn, next.path.clone(), None));
+        // (The helper makes the lane its next spare when it sees the new
+        // segment half full.)
         if let Some(old) = st.cur.replace(next) {
             if self.policy != FsyncPolicy::No {
                 st.unsynced.push(old.file.clone());
@@ -998,7 +1050,17 @@ impl Wal {
             // which this sync does not cover.
             target = target.min(st.unused_from() - 1);
         }
-        let result = files.iter().try_for_each(|f| f.sync_data());
+        // After the files are gathered: a roll that put a record this sync
+        // covers into a renamed spare did so under its lane's mutex, taken
+        // above.
+        let dir_dirty = self.dir_dirty.swap(false, Ordering::AcqRel);
+        let mut result = files.iter().try_for_each(|f| f.sync_data());
+        if dir_dirty && result.is_ok() {
+            result = self.fs.sync_dir(&self.dir);
+            if result.is_err() {
+                path = self.dir.clone();
+            }
+        }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut s = lock(&self.sync);
         s.in_progress = false;
@@ -1024,6 +1086,65 @@ impl Wal {
         };
         self.synced_cv.notify_all();
         out
+    }
+
+    /// Renames a spare into the segment `(first_lsn, lane, seq)`; the next
+    /// sync makes the name durable (`dir_dirty`), before any record in it
+    /// counts as synced. `None` if the rename fails (the spare is removed,
+    /// and the caller makes a segment the slow way).
+    fn use_spare(&self, spare: Spare, first_lsn: u64, lane: usize, seq: u64) -> Option<Segment> {
+        let path = self.dir.join(segment_name(first_lsn, lane, seq));
+        if let Err(e) = self.fs.rename(&spare.path, &path) {
+            tracing::warn!("rename {} to {}: {e}", spare.path.display(), path.display());
+            let _ = self.fs.remove(&spare.path);
+            return None;
+        }
+        self.dir_dirty.store(true, Ordering::Release);
+        Some(Segment {
+            first_lsn,
+            map: spare.map,
+            file: spare.file,
+            offset: 0,
+            path,
+        })
+    }
+
+    /// Makes lane `lane` a spare segment if it has none and its current
+    /// segment is half full (the page helper, off the writers' path).
+    fn prepare_spare(&self, lane: usize) {
+        {
+            let st = lock(&self.lanes[lane].state);
+            let half_full = st.cur.as_ref().is_some_and(|c| c.offset >= c.map.len() / 2);
+            if st.spare.is_some() || !half_full {
+                return;
+            }
+        }
+        let path = self.dir.join(spare_name(lane));
+        let made = (|| -> Result<Spare> {
+            let file = self
+                .fs
+                .create(&path)
+                .map_err(|e| io_err("create", &path, e))?;
+            file.allocate(self.segment_size)
+                .map_err(|e| io_err("preallocate", &path, e))?;
+            file.sync_data().map_err(|e| io_err("sync", &path, e))?;
+            let map = Arc::new(map(&*file, &path)?);
+            Ok(Spare {
+                path: path.clone(),
+                map,
+                file: Arc::from(file),
+            })
+        })();
+        match made {
+            // Only this thread makes spares: the lane still has none.
+            Ok(spare) => lock(&self.lanes[lane].state).spare = Some(spare),
+            Err(e) => {
+                // A roll then makes its segment itself, and reports the
+                // failure if it has it too.
+                tracing::debug!("spare log segment: {e}");
+                let _ = self.fs.remove(&path);
+            }
+        }
     }
 
     /// Returns the lanes and paths of the segments that hold only records
@@ -1709,6 +1830,58 @@ mod tests {
         wal.reset_after_checkpoint(epoch).unwrap();
         assert_eq!(wal.synced_lsn.load(Ordering::Acquire), synced);
         assert!(synced < lsn);
+    }
+
+    #[test]
+    fn a_roll_renames_the_spare_the_helper_made_and_the_next_sync_syncs_the_name() {
+        // `Always`: one lane, and no background sync to clear `dir_dirty`.
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::Always, 64 << 10);
+        let spare = dir.path().join(spare_name(0));
+        let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
+        let mut n = 0;
+        // Half a segment: the helper then makes the lane's spare.
+        while n * 48 < 40 << 10 {
+            wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
+            n += 1;
+        }
+        let mut made = false;
+        for _ in 0..200 {
+            if lock(&wal.lanes[0].state).spare.is_some() {
+                made = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(made && spare.exists(), "no spare after 2 s");
+        wal.sync_all().unwrap();
+        assert!(!wal.dir_dirty.load(Ordering::Acquire));
+        // Past the segment's end: the roll takes the spare.
+        while n * 48 < 80 << 10 {
+            wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
+            n += 1;
+        }
+        assert_eq!(segments_of(dir.path()).len(), 2);
+        assert!(wal.dir_dirty.load(Ordering::Acquire), "a rename to sync");
+        wal.sync_all().unwrap();
+        assert!(!wal.dir_dirty.load(Ordering::Acquire));
+        // Every record reads back, in order, across the renamed spare.
+        let seen = hash_records(&*fs, dir.path());
+        assert_eq!(seen.len() as u64, n);
+        assert!(seen.iter().enumerate().all(|(i, r)| r.3 == h(i as u64)));
+        // A spare left by a process that ended is removed at open.
+        drop(wal);
+        std::fs::write(dir.path().join(spare_name(2)), b"left").unwrap();
+        let _wal = Wal::open(
+            fs.clone(),
+            dir.path().to_path_buf(),
+            FsyncPolicy::No,
+            64 << 10,
+            n + 1,
+            segments_of(dir.path()),
+        )
+        .unwrap();
+        assert!(!dir.path().join(spare_name(2)).exists());
+        assert!(!dir.path().join(spare_name(0)).exists());
     }
 
     #[test]
