@@ -247,20 +247,23 @@ fn short_snapshot_write_keeps_the_old_snapshot() {
     }
 }
 
-fn newest_segment(dir: &Path) -> PathBuf {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("wal"))
+/// The log's segment files (not a lane's spare, made ahead).
+fn segments(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    std::fs::read_dir(dir.join("wal"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .collect();
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+}
+
+fn newest_segment(dir: &Path) -> PathBuf {
+    let mut v: Vec<PathBuf> = segments(dir).collect();
     v.sort();
     v.pop().unwrap()
 }
 
 /// The log segment with the most bytes of records.
 fn fullest_segment(dir: &Path) -> PathBuf {
-    std::fs::read_dir(dir.join("wal"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    segments(dir)
         .max_by_key(|p| end_of_records(&std::fs::read(p).unwrap()))
         .unwrap()
 }
@@ -268,8 +271,8 @@ fn fullest_segment(dir: &Path) -> PathBuf {
 /// The lsns of every record in the log, lowest first.
 fn log_lsns(dir: &Path) -> Vec<u64> {
     let mut lsns = Vec::new();
-    for entry in std::fs::read_dir(dir.join("wal")).unwrap() {
-        let data = std::fs::read(entry.unwrap().path()).unwrap();
+    for path in segments(dir) {
+        let data = std::fs::read(path).unwrap();
         let end = end_of_records(&data);
         let mut off = 0;
         while off < end {
@@ -288,8 +291,7 @@ fn log_lsns(dir: &Path) -> Vec<u64> {
 /// many it zeroed.
 fn cut_log_after(dir: &Path, lsn: u64) -> usize {
     let mut zeroed = 0;
-    for entry in std::fs::read_dir(dir.join("wal")).unwrap() {
-        let path = entry.unwrap().path();
+    for path in segments(dir) {
         let mut data = std::fs::read(&path).unwrap();
         let end = end_of_records(&data);
         let mut off = 0;
