@@ -1763,9 +1763,20 @@ impl Store {
             // the page cache): a remove replayed over a copy that already
             // has it would take a counter below the item's adds. Syncs
             // happen after.
+            // An expired filter is deleted (a log record) unless the log is
+            // poisoned: a poisoned log takes no record, and the filter is
+            // gone for every caller anyway; the next checkpoint deletes it.
+            // Until then the log must keep its expiry, or a reopen would
+            // bring it back from its last snapshot.
+            let mut delete_expired = false;
             let pending = {
                 let st = write_st(&e.state);
                 if st.expired(now) {
+                    if self.inner.wal.is_poisoned() {
+                        min_lsn = min_lsn.min(st.snap_lsn);
+                    } else {
+                        delete_expired = true;
+                    }
                     None
                 } else if st.dirty.load(Ordering::Relaxed) || all {
                     st.dirty.store(false, Ordering::Relaxed);
@@ -1834,10 +1845,7 @@ impl Store {
                 }
             };
             let Some((pending, lsn)) = pending else {
-                // A poisoned log takes no record, and a filter that has
-                // expired is gone for every caller anyway: the next
-                // checkpoint deletes it.
-                if read_st(&e.state).expired(now) && !self.inner.wal.is_poisoned() {
+                if delete_expired {
                     self.delete_logged(&e.name, Some(e.id))?;
                 }
                 continue;
