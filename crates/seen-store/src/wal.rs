@@ -189,10 +189,19 @@ struct Spare {
     file: Arc<dyn FsFile>,
 }
 
-/// The name of lane `lane`'s spare segment (not a segment name: the log
-/// reader passes it by, and open removes it).
+/// A name for a spare segment of lane `lane` (not a segment name: the log
+/// reader passes it by, and open removes it), unique to the process and
+/// the call: a log being dropped, whose helper may still be making one,
+/// and the next log opened on the directory never share one.
 fn spare_name(lane: usize) -> String {
-    format!("spare.{lane:02}.tmp")
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("spare.{lane:02}.{}-{n}.tmp", std::process::id())
+}
+
+/// Whether `name` is a spare's (see [`spare_name`]).
+fn is_spare_name(name: &str) -> bool {
+    name.starts_with("spare.") && name.ends_with(".tmp")
 }
 
 impl LaneState {
@@ -420,6 +429,19 @@ impl Segment {
     }
 }
 
+impl Drop for Wal {
+    /// Removes the lanes' spares (a killed process leaves them to the next
+    /// open).
+    fn drop(&mut self) {
+        for lane in &self.lanes {
+            let st = lane.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(spare) = &st.spare {
+                let _ = self.fs.remove(&spare.path);
+            }
+        }
+    }
+}
+
 impl Wal {
     /// Opens the log after recovery: appends continue at `next_lsn`, in a
     /// fresh segment of lane 0 (and of the other lanes when first used).
@@ -457,13 +479,18 @@ impl Wal {
                 spare: None,
             })
             .collect();
-        // Spares a closed or killed process left.
-        for lane in 0..count.max(LANES) {
-            let path = dir.join(spare_name(lane));
-            match fs.remove(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err("remove", &path, e)),
+        // Spares a killed process (or a log still being dropped) left.
+        for path in fs.list(&dir).map_err(|e| io_err("list", &dir, e))? {
+            if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_spare_name)
+            {
+                match fs.remove(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err("remove", &path, e)),
+                }
             }
         }
         for s in segments {
@@ -855,6 +882,17 @@ impl Wal {
     /// counting as the process's memory).
     pub(crate) fn start_new_segment(&self) -> Result<()> {
         for (i, lane) in self.lanes.iter().enumerate() {
+            // The new segment is made ahead, holding no lock, so that the
+            // lane's writers wait only for the rename.
+            let needs = {
+                let st = lock(&lane.state);
+                st.spare.is_none() && st.cur.as_ref().is_some_and(|c| c.offset > 0)
+            };
+            if needs {
+                if let Some(spare) = self.make_spare(i) {
+                    self.install_spare(i, spare);
+                }
+            }
             let mut st = lock(&lane.state);
             if st.cur.as_ref().is_some_and(|c| c.offset > 0) {
                 // Every record in the lane so far has a lower lsn (they
@@ -1119,6 +1157,19 @@ impl Wal {
                 return;
             }
         }
+        if let Some(spare) = self.make_spare(lane) {
+            self.install_spare(lane, spare);
+        }
+    }
+
+    /// A spare segment for lane `lane`: created, preallocated, synced and
+    /// mapped, holding no lock. `None` if the log is closing, or on a
+    /// failure (a roll then makes its segment itself, and reports the
+    /// failure if it has it too).
+    fn make_spare(&self, lane: usize) -> Option<Spare> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
         let path = self.dir.join(spare_name(lane));
         let made = (|| -> Result<Spare> {
             let file = self
@@ -1136,14 +1187,24 @@ impl Wal {
             })
         })();
         match made {
-            // Only this thread makes spares: the lane still has none.
-            Ok(spare) => lock(&self.lanes[lane].state).spare = Some(spare),
+            Ok(spare) => Some(spare),
             Err(e) => {
-                // A roll then makes its segment itself, and reports the
-                // failure if it has it too.
                 tracing::debug!("spare log segment: {e}");
                 let _ = self.fs.remove(&path);
+                None
             }
+        }
+    }
+
+    /// Gives lane `lane` the spare, unless it got one meanwhile (then the
+    /// file goes).
+    fn install_spare(&self, lane: usize, spare: Spare) {
+        let mut st = lock(&self.lanes[lane].state);
+        if st.spare.is_none() {
+            st.spare = Some(spare);
+        } else {
+            drop(st);
+            let _ = self.fs.remove(&spare.path);
         }
     }
 
@@ -1223,7 +1284,7 @@ impl Wal {
         Ok(())
     }
 
-    /// Syncs everything and stops the background thread.
+    /// Syncs everything and stops the background threads.
     pub(crate) fn close(&self) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         if self.policy == FsyncPolicy::No {
@@ -1836,7 +1897,13 @@ mod tests {
     fn a_roll_renames_the_spare_the_helper_made_and_the_next_sync_syncs_the_name() {
         // `Always`: one lane, and no background sync to clear `dir_dirty`.
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::Always, 64 << 10);
-        let spare = dir.path().join(spare_name(0));
+        let spares = || -> Vec<PathBuf> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| is_spare_name(p.file_name().unwrap().to_str().unwrap()))
+                .collect()
+        };
         let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
         let mut n = 0;
         // Half a segment: the helper then makes the lane's spare.
@@ -1852,7 +1919,14 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(made && spare.exists(), "no spare after 2 s");
+        assert!(made, "no spare after 2 s");
+        let spare = lock(&wal.lanes[0].state)
+            .spare
+            .as_ref()
+            .unwrap()
+            .path
+            .clone();
+        assert_eq!(spares(), std::slice::from_ref(&spare));
         wal.sync_all().unwrap();
         assert!(!wal.dir_dirty.load(Ordering::Acquire));
         // Past the segment's end: the roll takes the spare.
@@ -1861,6 +1935,7 @@ mod tests {
             n += 1;
         }
         assert_eq!(segments_of(dir.path()).len(), 2);
+        assert!(!spare.exists(), "renamed");
         assert!(wal.dir_dirty.load(Ordering::Acquire), "a rename to sync");
         wal.sync_all().unwrap();
         assert!(!wal.dir_dirty.load(Ordering::Acquire));
@@ -1868,9 +1943,22 @@ mod tests {
         let seen = hash_records(&*fs, dir.path());
         assert_eq!(seen.len() as u64, n);
         assert!(seen.iter().enumerate().all(|(i, r)| r.3 == h(i as u64)));
-        // A spare left by a process that ended is removed at open.
+        // A log dropped removes its spares; one a killed process left is
+        // removed at open.
+        let spare = wal.make_spare(0).unwrap();
+        wal.install_spare(0, spare);
+        assert_eq!(spares().len(), 1);
         drop(wal);
-        std::fs::write(dir.path().join(spare_name(2)), b"left").unwrap();
+        // (The helper holds the log for a moment at most.)
+        for _ in 0..100 {
+            if spares().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(spares(), Vec::<PathBuf>::new());
+        let left = dir.path().join("spare.02.1-1.tmp");
+        std::fs::write(&left, b"left").unwrap();
         let _wal = Wal::open(
             fs.clone(),
             dir.path().to_path_buf(),
@@ -1880,8 +1968,7 @@ mod tests {
             segments_of(dir.path()),
         )
         .unwrap();
-        assert!(!dir.path().join(spare_name(2)).exists());
-        assert!(!dir.path().join(spare_name(0)).exists());
+        assert!(!left.exists());
     }
 
     #[test]

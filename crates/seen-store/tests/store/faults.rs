@@ -20,6 +20,9 @@ struct Faults {
     enospc_allocate: AtomicBool,
     eio_sync: AtomicBool,
     short_write: AtomicBool,
+    /// Renames of a log lane's spare segment fail (counted).
+    fail_spare_rename: AtomicBool,
+    spare_renames_failed: std::sync::atomic::AtomicU64,
 }
 
 struct FaultyFs {
@@ -85,6 +88,16 @@ impl Fs for FaultyFs {
         self.real.open_read(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let spare = from
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("spare."));
+        if spare && self.faults.fail_spare_rename.load(Ordering::SeqCst) {
+            self.faults
+                .spare_renames_failed
+                .fetch_add(1, Ordering::SeqCst);
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         self.real.rename(from, to)
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
@@ -207,11 +220,51 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
     assert_eq!(s.contains(b"expired", &[&item(0)]).unwrap(), None);
 }
 
+/// A roll whose spare segment cannot be renamed makes its segment the slow
+/// way: nothing is lost, and no spare is left behind.
+#[test]
+fn a_failed_spare_rename_falls_back_to_a_new_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, faults) = faulty(dir.path(), FsyncPolicy::EverySec);
+    faults.fail_spare_rename.store(true, Ordering::SeqCst);
+    s.create(b"f", &bloom()).unwrap();
+    let mut acked = Vec::new();
+    // 16 KiB segments: hundreds of rolls; the helper makes spares as the
+    // segments fill (it runs at least every 100 ms).
+    for i in 0..20_000 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+        acked.push(i);
+        if i % 2_000 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+        }
+    }
+    assert!(faults.spare_renames_failed.load(Ordering::SeqCst) > 0);
+    drop(s);
+    // The dropped log removes the spares it made (its helper may hold it
+    // for a moment more).
+    let spares = || -> Vec<_> {
+        std::fs::read_dir(dir.path().join("wal"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_str().unwrap().starts_with("spare."))
+            .collect()
+    };
+    for _ in 0..100 {
+        if spares().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(spares().is_empty(), "{:?}", spares());
+    check_acked(dir.path(), &acked);
+}
+
 #[test]
 fn short_snapshot_write_keeps_the_old_snapshot() {
-    // A Bloom filter is copied with its writers going on; a scalable chain
-    // is encoded under its lock: a failed write must release either, mark
-    // the filter for the next checkpoint, and leave the old snapshot.
+    // A Bloom filter and a scalable chain are copied with their writers
+    // going on; a counting filter is encoded under its lock: a failed
+    // write must release any of them, mark the filter for the next
+    // checkpoint, and leave the old snapshot.
     let chain = FilterSpec::Scalable {
         capacity: 1000,
         error_rate: 0.01,
@@ -219,7 +272,11 @@ fn short_snapshot_write_keeps_the_old_snapshot() {
         expansion: 2,
         nonscaling: false,
     };
-    for spec in [bloom(), chain] {
+    let counting = FilterSpec::Counting {
+        capacity: 1000,
+        error_rate: 0.01,
+    };
+    for spec in [bloom(), chain, counting] {
         let dir = tempfile::tempdir().unwrap();
         let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
         s.create(b"f", &spec).unwrap();

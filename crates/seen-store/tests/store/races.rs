@@ -46,7 +46,10 @@ impl Fs for GatedFs {
         self.real.open_read(p)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        if self.gate.armed.swap(false, Ordering::SeqCst) {
+        // A snapshot's rename (not that of a log lane's spare segment,
+        // which a roll does holding the lane).
+        let snapshot = to.extension().is_some_and(|e| e == "snap");
+        if snapshot && self.gate.armed.swap(false, Ordering::SeqCst) {
             self.gate.state.lock().unwrap().0 = true;
             self.gate.cv.notify_all();
             self.gate.wait_for(|s| s.1);
