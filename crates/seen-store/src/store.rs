@@ -459,6 +459,8 @@ struct Inner {
     /// Ids deleted since the last checkpoint: their snapshot files go then.
     deleted: Mutex<Vec<u64>>,
     checkpointing: Mutex<()>,
+    /// Held by the writer that recovers a poisoned log (`ready_to_write`).
+    recovering: Mutex<()>,
     _lock: File,
 }
 
@@ -860,6 +862,7 @@ impl Store {
                 next_id: AtomicU64::new(max_id + 1),
                 deleted: Mutex::new(deleted),
                 checkpointing: Mutex::new(()),
+                recovering: Mutex::new(()),
                 _lock: lock_file,
             }),
         };
@@ -945,6 +948,13 @@ impl Store {
     /// Before a mutation: a log whose sync failed is usable again only after
     /// a checkpoint of every filter has succeeded.
     fn ready_to_write(&self) -> Result<()> {
+        if !self.inner.wal.is_poisoned() {
+            return Ok(());
+        }
+        // One writer recovers; the others wait, then find the log usable
+        // (or poisoned again, and recover from that), rather than each
+        // checkpointing every filter in turn.
+        let _one = lock(&self.inner.recovering);
         if let Some(epoch) = self.inner.wal.poison_epoch() {
             self.checkpoint_inner(true)?;
             self.inner.wal.reset_after_checkpoint(epoch)?;
