@@ -39,10 +39,10 @@
 //! else (counting filters, chains near a sub-filter's capacity, removes,
 //! expiry) holds the filter exclusively, in log order. Many writers waiting
 //! for `Always` share each fsync (group commit). A checkpoint copies a
-//! fixed-size Bloom filter while its writers go on (two brief exclusive
-//! moments, to read the log position before the copy and the count after
-//! it; replay over the copy restores the rest), and encodes other filters
-//! under their lock.
+//! fixed-size Bloom filter or a scalable chain while its writers go on
+//! (two brief exclusive moments, to read the log position before the copy
+//! and the count after it; replay over the copy restores the rest), and
+//! encodes counting filters under their lock.
 //!
 //! What each policy can lose (see docs/FORMAT.md for the formats):
 //!

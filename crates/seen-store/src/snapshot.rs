@@ -10,10 +10,12 @@
 //! A count lsn of 0 says the bits are the filter at `lsn`. Otherwise the
 //! bits were copied while adds went on: they hold every add up to `lsn`
 //! and some after it, and the filter's count is `count` once every record
-//! up to the count lsn has been replayed over them. For a chain those adds
-//! all went into its newest sub-filter, and replay puts them there; the
-//! older sub-filters keep the counts the copy has, and the newest gets the
-//! rest of `count`. Version 1 files (no trailer) are still read.
+//! up to the count lsn has been replayed over them. For a chain, the adds
+//! made during the copy all went into its newest sub-filter, and replay
+//! puts them there (adds between `lsn` and the copy, which may have grown
+//! the chain, are in the copy already: replaying them changes nothing);
+//! the older sub-filters keep the counts the copy has, and the newest gets
+//! the rest of `count`. Version 1 files (no trailer) are still read.
 //!
 //! Written to `<id>.snap.tmp`, synced, renamed over `<id>.snap`, and the
 //! directory synced: a crash leaves either the old snapshot or the new one.

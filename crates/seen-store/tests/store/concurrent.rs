@@ -230,9 +230,10 @@ fn a_chain_is_copied_while_its_writers_go_on() {
         },
         true,
     );
-    // Small sub-filters: every add holds the chain exclusively and it
-    // grows all the time, between the moments of a checkpoint too (then
-    // it is encoded again under its lock).
+    // Small sub-filters: every add holds the chain exclusively, and it
+    // grows all the time. (Growth between a copy and its count, where the
+    // chain is encoded again under its lock, is driven by a hook in
+    // `store::tests::a_chain_that_grows_after_its_copy_is_encoded_again`.)
     copied_while_writers_go_on(
         FilterSpec::Scalable {
             capacity: 100,
