@@ -278,26 +278,29 @@ impl ScalableBloomFilter {
     /// without locks or atomic read-modify-writes (for a caller that
     /// serialises a filter's writers anyway, such as seen's store).
     pub fn add_hash_mut(&mut self, h: ItemHash) -> Result<bool> {
-        if self.links_mut().iter().rev().any(|l| l.contains_hash(h)) {
+        if self.contains_hash_mut(h) {
             return Ok(false);
         }
-        loop {
-            let nonscaling = self.params.nonscaling;
-            let links = self.links_mut();
-            let len = links.len();
-            let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
-            if cur.len() < cur.capacity() {
-                let new = cur.add_hash_mut(h);
-                if new {
-                    *self.items.get_mut() += 1;
-                }
-                return Ok(new);
-            }
-            if nonscaling {
-                return Err(ErrorKind::Full.into());
-            }
-            self.grow(len)?;
+        self.room_mut()?;
+        Ok(self.add_to_newest(h))
+    }
+
+    /// [`contains_hash`](Self::contains_hash) with exclusive access (no
+    /// lock).
+    fn contains_hash_mut(&mut self, h: ItemHash) -> bool {
+        self.links_mut().iter().rev().any(|l| l.contains_hash(h))
+    }
+
+    /// Sets an item's bits in the newest sub-filter, whatever its count,
+    /// and counts it if it was new.
+    fn add_to_newest(&mut self, h: ItemHash) -> bool {
+        let links = self.links_mut();
+        let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
+        let new = cur.add_hash_mut(h);
+        if new {
+            *self.items.get_mut() += 1;
         }
+        new
     }
 
     /// Room for new items in the newest sub-filter, with exclusive access,
@@ -345,19 +348,11 @@ impl ScalableBloomFilter {
     /// them in another order, so a chain's count on replay can run a few
     /// items ahead of the count the adds saw.
     pub fn add_hash_mut_forced(&mut self, h: ItemHash) -> (bool, Option<crate::Error>) {
-        match self.add_hash_mut(h) {
-            Ok(new) => (new, None),
-            Err(e) => {
-                // `add_hash_mut` fails only for an item in no link.
-                let links = self.links_mut();
-                let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
-                let new = cur.add_hash_mut(h);
-                if new {
-                    *self.items.get_mut() += 1;
-                }
-                (new, Some(e))
-            }
+        if self.contains_hash_mut(h) {
+            return (false, None);
         }
+        let refused = self.room_mut().err();
+        (self.add_to_newest(h), refused)
     }
 
     /// Adds an item to the newest sub-filter, with exclusive access,
@@ -367,16 +362,7 @@ impl ScalableBloomFilter {
     /// the copy, until [`set_len_in_newest`](Self::set_len_in_newest) gives
     /// the count the chain had once they were all made.
     pub fn add_hash_mut_to_newest(&mut self, h: ItemHash) -> bool {
-        if self.links_mut().iter().rev().any(|l| l.contains_hash(h)) {
-            return false;
-        }
-        let links = self.links_mut();
-        let cur = link_mut(links.last_mut().expect("a chain has at least one link"));
-        let new = cur.add_hash_mut(h);
-        if new {
-            *self.items.get_mut() += 1;
-        }
-        new
+        !self.contains_hash_mut(h) && self.add_to_newest(h)
     }
 
     /// Sets the chain's count to `items`, every sub-filter but the newest
@@ -390,8 +376,9 @@ impl ScalableBloomFilter {
             .split_last_mut()
             .expect("a chain has at least one link");
         let older: u64 = older.iter().map(|l| l.len()).sum();
-        link_mut(newest).set_len(items.saturating_sub(older));
-        *self.items.get_mut() = older + items.saturating_sub(older);
+        let in_newest = items.saturating_sub(older);
+        link_mut(newest).set_len(in_newest);
+        *self.items.get_mut() = older + in_newest;
     }
 
     /// Adds a new link if the chain still has `expected_len` links.
