@@ -317,6 +317,26 @@ pub(crate) struct Wal {
     dir_dirty: AtomicBool,
 }
 
+/// Creates the file of a segment (or spare) at `path`: preallocated to
+/// `size`, synced and mapped. A failure removes it.
+fn segment_file(fs: &dyn Fs, path: &Path, size: u64) -> Result<(Arc<dyn FsFile>, Arc<MmapRaw>)> {
+    let file = fs.create(path).map_err(|e| io_err("create", path, e))?;
+    let made = (|| {
+        file.allocate(size)
+            .map_err(|e| io_err("preallocate", path, e))?;
+        file.sync_data().map_err(|e| io_err("sync", path, e))?;
+        map(&*file, path)
+    })();
+    match made {
+        Ok(map) => Ok((Arc::from(file), Arc::new(map))),
+        Err(e) => {
+            drop(file);
+            let _ = fs.remove(path);
+            Err(e)
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding these locks would be a bug in this module; the
     // data stays consistent (every update is a single assignment), so
@@ -661,30 +681,16 @@ impl Wal {
         seq: u64,
     ) -> Result<Segment> {
         let path = dir.join(segment_name(first_lsn, lane, seq));
-        let file = fs.create(&path).map_err(|e| io_err("create", &path, e))?;
-        let setup = (|| {
-            file.allocate(size)
-                .map_err(|e| io_err("preallocate", &path, e))?;
-            file.sync_data().map_err(|e| io_err("sync", &path, e))?;
-            fs.sync_dir(dir)
-                .map_err(|e| io_err("sync directory", dir, e))
-        })();
-        if let Err(e) = setup {
+        let (file, map) = segment_file(fs, &path, size)?;
+        if let Err(e) = fs.sync_dir(dir) {
             // Leave no half-made segment behind.
             let _ = fs.remove(&path);
-            return Err(e);
+            return Err(io_err("sync directory", dir, e));
         }
-        let map = match map(&*file, &path) {
-            Ok(map) => Arc::new(map),
-            Err(e) => {
-                let _ = fs.remove(&path);
-                return Err(e);
-            }
-        };
         Ok(Segment {
             first_lsn,
             map,
-            file: Arc::from(file),
+            file,
             offset: 0,
             path,
         })
@@ -908,11 +914,12 @@ impl Wal {
 
     /// Switches lane `lane` to a new segment named after `first_lsn`.
     fn roll(&self, lane: usize, st: &mut LaneState, first_lsn: u64) -> Result<()> {
-        let next = match st.spare.take() {
-            Some(spare) => self.use_spare(spare, first_lsn, lane, st.next_seq),
-            None => None,
-        };
-        let next = match next {
+        let seq = st.next_seq;
+        let next = match st
+            .spare
+            .take()
+            .and_then(|spare| self.use_spare(spare, first_lsn, lane, seq))
+        {
             Some(next) => Ok(next),
             None => Self::new_segment(
                 &*self.fs,
@@ -920,7 +927,7 @@ impl Wal {
                 self.segment_size,
                 first_lsn,
                 lane,
-                st.next_seq,
+                seq,
             ),
         };
         let next = next.inspect_err(|_| {
@@ -936,8 +943,6 @@ impl Wal {
         })?;
         st.next_seq += 1;
         st.segments.push((first_lsn, next.path.clone(), None));
-        // (The helper makes the lane its next spare when it sees the new
-        // segment half full.)
         if let Some(old) = st.cur.replace(next) {
             if self.policy != FsyncPolicy::No {
                 st.unsynced.push(old.file.clone());
@@ -1171,26 +1176,10 @@ impl Wal {
             return None;
         }
         let path = self.dir.join(spare_name(lane));
-        let made = (|| -> Result<Spare> {
-            let file = self
-                .fs
-                .create(&path)
-                .map_err(|e| io_err("create", &path, e))?;
-            file.allocate(self.segment_size)
-                .map_err(|e| io_err("preallocate", &path, e))?;
-            file.sync_data().map_err(|e| io_err("sync", &path, e))?;
-            let map = Arc::new(map(&*file, &path)?);
-            Ok(Spare {
-                path: path.clone(),
-                map,
-                file: Arc::from(file),
-            })
-        })();
-        match made {
-            Ok(spare) => Some(spare),
+        match segment_file(&*self.fs, &path, self.segment_size) {
+            Ok((file, map)) => Some(Spare { path, map, file }),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");
-                let _ = self.fs.remove(&path);
                 None
             }
         }
