@@ -242,20 +242,13 @@ fn a_failed_spare_rename_falls_back_to_a_new_segment() {
     drop(s);
     // The dropped log removes the spares it made (its helper may hold it
     // for a moment more).
-    let spares = || -> Vec<_> {
-        std::fs::read_dir(dir.path().join("wal"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .filter(|n| n.to_str().unwrap().starts_with("spare."))
-            .collect()
-    };
     for _ in 0..100 {
-        if spares().is_empty() {
+        if spares(dir.path()).is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(spares().is_empty(), "{:?}", spares());
+    assert!(spares(dir.path()).is_empty(), "{:?}", spares(dir.path()));
     check_acked(dir.path(), &acked);
 }
 
@@ -315,6 +308,21 @@ fn segments(dir: &Path) -> impl Iterator<Item = PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
+}
+
+/// The log lanes' spare segments (`spare.<lane>.<n>.tmp`).
+fn spares(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("spare.")
+        })
+        .collect()
 }
 
 fn newest_segment(dir: &Path) -> PathBuf {
