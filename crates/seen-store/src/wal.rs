@@ -1302,9 +1302,12 @@ pub(crate) struct Found<'a> {
 /// Reads the log: every lane's segments in their order, the records of
 /// all lanes merged in lsn order. Within a lane lsns must rise; between
 /// lanes they may leave gaps (lsns handed to appends that never wrote).
-/// A bad record in a lane's newest segment that no valid record follows
-/// is a torn tail (a crash mid-append): that lane's reading stops there
-/// with a warning, and the torn bytes are zeroed. A bad record anywhere
+/// A bad record that no valid record of its lane follows (in its segment
+/// or a later one of the lane) is a torn tail: a crash mid-append, or a
+/// power loss that kept only part of the pages the last sync was writing,
+/// which may end a segment that a roll had already followed with another.
+/// That lane's reading stops there with a warning, and the torn bytes, and
+/// any in the lane's later segments, are zeroed. A bad record anywhere
 /// else, a segment missing from a lane, or an lsn met twice is corruption:
 /// an error naming the file and offset, unless `salvage` is set, in which
 /// case the rest of that segment is skipped with a warning. Returns the
@@ -1376,8 +1379,9 @@ struct LaneReader<'s> {
     prev: u64,
     /// The lsn of the valid record at `off`, when there is one.
     next: Option<u64>,
-    /// A torn tail to zero once the map is gone: path, offset, length.
-    torn: Option<(PathBuf, u64, usize)>,
+    /// The written bytes of a torn tail and of the lane's segments after
+    /// it, to zero once the map is gone: path, offset, length.
+    torn: Vec<(PathBuf, u64, usize)>,
 }
 
 impl<'s> LaneReader<'s> {
@@ -1393,7 +1397,7 @@ impl<'s> LaneReader<'s> {
             off: 0,
             prev: 0,
             next: None,
-            torn: None,
+            torn: Vec::new(),
         }
     }
 
@@ -1445,7 +1449,6 @@ impl<'s> LaneReader<'s> {
             if !self.opened {
                 self.open_segment()?;
             }
-            let newest = self.at + 1 == self.segments.len();
             let first = self.segments[self.at].first_lsn;
             let off = self.off;
             let step = {
@@ -1480,7 +1483,13 @@ impl<'s> LaneReader<'s> {
                     self.next = Some(lsn);
                     return Ok(());
                 }
-                Step::Bad(what, later, written) if newest && !later => {
+                Step::Bad(what, false, written) => {
+                    // Only the lane's later segments can still show that
+                    // this is no tail (their written bytes, for zeroing).
+                    let Some(after) = self.written_after()? else {
+                        self.damaged_here(what)?;
+                        continue;
+                    };
                     let path = self.segments[self.at].path.clone();
                     tracing::warn!(
                         "{}: torn record at offset {off} ({what}); lane {} ends at lsn {}",
@@ -1488,11 +1497,15 @@ impl<'s> LaneReader<'s> {
                         self.lane,
                         self.prev
                     );
-                    // Zero the torn bytes (once the map is gone), so that a
+                    // Zero the torn bytes, and whatever the lane's later
+                    // segments hold (once the maps are gone), so that a
                     // later recovery does not mistake them for corruption
-                    // once newer segments follow.
-                    self.torn = written.map(|(o, l)| (path, o, l));
-                    self.close_segment();
+                    // once newer records follow.
+                    self.torn.extend(written.map(|(o, l)| (path, o, l)));
+                    self.torn.extend(after);
+                    while self.at < self.segments.len() {
+                        self.close_segment();
+                    }
                 }
                 Step::Bad(what, ..) => self.damaged_here(what)?,
             }
@@ -1556,10 +1569,43 @@ impl<'s> LaneReader<'s> {
         Ok(())
     }
 
+    /// For a bad record in the current segment that no valid record of
+    /// that segment follows: `None` if one of the lane's later segments
+    /// holds a valid record with a higher lsn than the last delivered (then
+    /// the bad record is no tail), else the written bytes of those
+    /// segments (path, offset 0, length up to the last non-zero byte).
+    fn written_after(&self) -> Result<Option<Vec<(PathBuf, u64, usize)>>> {
+        let mut written = Vec::new();
+        for seg in &self.segments[self.at + 1..] {
+            let file = self
+                .fs
+                .open_read(&seg.path)
+                .map_err(|e| io_err("open", &seg.path, e))?;
+            let len = file
+                .metadata()
+                .map_err(|e| io_err("stat", &seg.path, e))?
+                .len();
+            if len == 0 {
+                continue;
+            }
+            // SAFETY: as in `open_segment`: the directory is locked by this
+            // store and the map is read-only and dropped here.
+            let map =
+                unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", &seg.path, e))?;
+            if valid_record_after(&map, 0, self.prev + 1) {
+                return Ok(None);
+            }
+            if let Some(last) = map.iter().rposition(|&b| b != 0) {
+                written.push((seg.path.clone(), 0, last + 1));
+            }
+        }
+        Ok(Some(written))
+    }
+
     /// Zeroes the torn tail found, if any.
     fn finish(&mut self) -> Result<()> {
         self.map = None;
-        if let Some((path, offset, len)) = self.torn.take() {
+        for (path, offset, len) in std::mem::take(&mut self.torn) {
             zero_range(self.fs, &path, offset, len)?;
         }
         Ok(())

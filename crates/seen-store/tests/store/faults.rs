@@ -455,6 +455,111 @@ fn torn_tail_is_truncated_and_everything_before_it_kept() {
     }
 }
 
+/// A store in `dir` with filter `f` holding items 0 to 299, added one by
+/// one under `always` into 4 KiB segments (one lane, 128 short records a
+/// segment), then closed. Returns the segments in their order and the lsn
+/// of each item's record.
+fn add_over_segments(dir: &Path) -> (Vec<PathBuf>, Vec<u64>) {
+    {
+        let s = Store::open(
+            dir,
+            StoreOptions {
+                fsync: FsyncPolicy::Always,
+                segment_size: 4 << 10,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        for i in 0..300 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+    }
+    let mut segs: Vec<PathBuf> = segments(dir).collect();
+    segs.sort();
+    // The create's record, then one per item, in order (one writer).
+    let lsns = log_lsns(dir)[1..].to_vec();
+    assert_eq!(lsns.len(), 300);
+    (segs, lsns)
+}
+
+/// The first segment that a segment with records follows, with the offset
+/// and lsn of its last record; that record is torn as a power loss during
+/// the sync that was writing it would leave it (its first half written,
+/// the rest still zeros).
+fn tear_the_end_of_a_followed_segment(segs: &[PathBuf]) -> (PathBuf, usize, u64) {
+    let seg = segs
+        .windows(2)
+        .find(|w| end_of_records(&std::fs::read(&w[1]).unwrap()) > 0)
+        .map(|w| w[0].clone())
+        .expect("a segment followed by one with records");
+    let mut data = std::fs::read(&seg).unwrap();
+    let end = end_of_records(&data);
+    let last = end - 32;
+    assert_eq!(record_size(&data, last), 32, "the last record is short");
+    let lsn = u64::from_le_bytes(data[last + 8..last + 16].try_into().unwrap());
+    data[last + 16..end].fill(0);
+    std::fs::write(&seg, &data).unwrap();
+    (seg, last, lsn)
+}
+
+#[test]
+fn torn_end_of_a_segment_that_a_roll_followed_is_a_torn_tail() {
+    // Power loss during the sync that wrote a segment's last pages, after a
+    // roll had begun the next segment: the sync never finished, so no
+    // record from the torn one on was acknowledged (under `always`), and
+    // the later segment kept none of its records. The open keeps every
+    // record before the torn one, zeroes it, and opens cleanly again.
+    let dir = tempfile::tempdir().unwrap();
+    let (segs, lsns) = add_over_segments(dir.path());
+    assert!(segs.len() >= 3, "{segs:?}");
+    let (seg, off, torn) = tear_the_end_of_a_followed_segment(&segs);
+    assert!(cut_log_after(dir.path(), torn) > 0);
+    let kept: Vec<usize> = (0..300).filter(|&i| lsns[i] < torn).collect();
+    assert!(kept.len() >= 100, "{}", kept.len());
+    check_acked(dir.path(), &kept);
+    let data = std::fs::read(&seg).unwrap();
+    assert_eq!(end_of_records(&data), off, "the torn bytes were zeroed");
+    // And it opens cleanly again, with later records in a new segment.
+    {
+        let s = reopen(dir.path());
+        s.add(b"f", &[&item(1000)], None).unwrap();
+    }
+    let mut kept = kept;
+    kept.push(1000);
+    check_acked(dir.path(), &kept);
+}
+
+#[test]
+fn bad_end_of_a_segment_with_records_after_it_stops_the_open() {
+    // The same damage with the later segment's records still there: those
+    // were written after it, so it is no tail of a crash but corruption.
+    let dir = tempfile::tempdir().unwrap();
+    let (segs, _) = add_over_segments(dir.path());
+    let (seg, off, _) = tear_the_end_of_a_followed_segment(&segs);
+    let e = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    match e.kind() {
+        ErrorKind::Corrupt { path, offset, .. } => {
+            assert_eq!(path, &seg);
+            assert_eq!(*offset, off as u64);
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+    // Salvage skips the damaged record and keeps the rest of the log.
+    let s = Store::open(
+        dir.path(),
+        StoreOptions {
+            salvage: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let items: Vec<Vec<u8>> = (0..300).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    let present = s.contains(b"f", &refs).unwrap().unwrap();
+    assert!(present[0] && present[299]);
+}
+
 #[test]
 fn flipped_byte_in_the_middle_of_the_log_stops_the_open() {
     let dir = tempfile::tempdir().unwrap();
