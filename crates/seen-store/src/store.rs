@@ -838,16 +838,30 @@ impl Store {
             next_lsn,
             segments,
         )?;
-        let mut filters = HashMap::new();
+        // Two filters of one name: a power loss kept a create but not the
+        // delete before it (a hole in the log's unsynced part; nothing after
+        // the hole was acknowledged as durable). The later one (ids only
+        // grow) is the name's, and the other's snapshot goes at the next
+        // checkpoint, so that every open makes the same choice until then
+        // and none brings the older filter back after it.
+        let mut by_id: Vec<_> = by_id.into_iter().collect();
+        by_id.sort_unstable_by_key(|(id, _)| *id);
+        let mut filters: HashMap<Vec<u8>, Arc<Entry>> = HashMap::new();
         for (id, (name, state)) in by_id {
-            filters.insert(
-                name.clone(),
-                Arc::new(Entry {
-                    id,
-                    name,
-                    state: ShardedLock::new(state),
-                }),
-            );
+            let entry = Arc::new(Entry {
+                id,
+                name: name.clone(),
+                state: ShardedLock::new(state),
+            });
+            if let Some(older) = filters.insert(name, entry) {
+                tracing::warn!(
+                    "{}: two filters named {:?} (ids {} and {id}), as a power loss that kept a create but not the delete before it leaves; keeping the later",
+                    dir.display(),
+                    String::from_utf8_lossy(&older.name),
+                    older.id,
+                );
+                deleted.push(older.id);
+            }
         }
         let store = Store {
             inner: Arc::new(Inner {
