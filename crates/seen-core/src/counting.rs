@@ -310,15 +310,33 @@ impl CountingBloomFilter {
     }
 
     pub(crate) fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        self.blocks.iter().flat_map(|b| b.iter().copied())
+        self.block_words(0..self.blocks.len())
+    }
+
+    /// The words of blocks `range`, in order.
+    pub(crate) fn block_words(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = u64> + '_ {
+        self.blocks[range].iter().flat_map(|b| b.iter().copied())
     }
 
     pub(crate) fn set_word(&mut self, index: usize, value: u64) {
         self.blocks[index / 8][index % 8] = value;
     }
 
-    pub(crate) fn set_len(&mut self, items: u64) {
+    /// Sets the count ([`len`](Self::len)): for a storage layer that
+    /// recorded the count apart from the counters (a snapshot copied in
+    /// pieces while adds and removes went on) and restores it once replay
+    /// has caught up with it.
+    pub fn set_len(&mut self, items: u64) {
         self.items = items;
+    }
+
+    /// The 64-byte block that holds an item's counters: every add and
+    /// remove of the item reads and changes that block only.
+    pub fn block_of(&self, h: ItemHash) -> u64 {
+        self.positions(h).0 as u64
     }
 }
 

@@ -56,7 +56,7 @@ mod stats;
 pub use bloom::{BloomFilter, FilterBuilder, DEFAULT_MAX_BYTES};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{Error, ErrorKind, Result};
-pub use format::{decode, AnyFilter, DecodeOptions, FilterKind};
+pub use format::{decode, AnyFilter, CountingWriter, DecodeOptions, FilterKind};
 pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
 pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;
