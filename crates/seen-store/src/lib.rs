@@ -41,8 +41,9 @@
 //! for `Always` share each fsync (group commit). A checkpoint copies a
 //! fixed-size Bloom filter or a scalable chain while its writers go on
 //! (two brief exclusive moments, to read the log position before the copy
-//! and the count after it; replay over the copy restores the rest), and
-//! encodes counting filters under their lock.
+//! and the count after it; replay over the copy restores the rest), and a
+//! counting filter in pieces of 1 MiB, each under its lock (replay applies
+//! to each piece only the records after it).
 //!
 //! What each policy can lose (see docs/FORMAT.md for the formats):
 //!
@@ -98,6 +99,9 @@ pub struct SnapshotFile {
     /// filter's count once the log is replayed up to the count lsn (the
     /// count in `filter` is the one read during the copy).
     pub count_after_replay: Option<(u64, u64)>,
+    /// For a counting filter copied in pieces while adds and removes went
+    /// on: how many pieces (0 for a filter copied whole).
+    pub pieces: usize,
 }
 
 /// Reads one snapshot file (`<data dir>/snapshots/<id>.snap`), checking
@@ -113,5 +117,6 @@ pub fn read_snapshot(
         expire_at_ms: (l.expire_at_ms != 0).then_some(l.expire_at_ms),
         filter: l.filter,
         count_after_replay: l.count_fix,
+        pieces: l.pieces.map_or(0, |p| p.lsns.len()),
     })
 }

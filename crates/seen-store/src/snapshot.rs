@@ -1,10 +1,11 @@
 //! Snapshot files: one filter, its name, expiry and the lsn it covers.
 //!
 //! ```text
-//! magic "SEENSNAP", u16 version (2), u16 reserved, u32 name length,
+//! magic "SEENSNAP", u16 version (3), u16 reserved, u32 name length,
 //! u64 filter id, u64 lsn, i64 expiry (unix ms, 0 = none), name bytes,
 //! u32 CRC-32 of all the above, then the filter in the seen byte format,
-//! then (version 2) u64 count lsn, u64 count, u32 CRC-32 of those 16 bytes
+//! then a trailer: u64 count lsn, u64 count, (version 3) u64 blocks per
+//! piece, u64 pieces n, n x u64 piece lsn, then u32 CRC-32 of the trailer
 //! ```
 //!
 //! A count lsn of 0 says the bits are the filter at `lsn`. Otherwise the
@@ -15,7 +16,15 @@
 //! puts them there (adds between `lsn` and the copy, which may have grown
 //! the chain, are in the copy already: replaying them changes nothing);
 //! the older sub-filters keep the counts the copy has, and the newest gets
-//! the rest of `count`. Version 1 files (no trailer) are still read.
+//! the rest of `count`.
+//!
+//! A counting filter is copied in pieces of blocks, each under the
+//! filter's lock (its adds and removes change counters both ways, so a
+//! record replayed over a copy that already has it would count twice):
+//! piece `i` holds every record of the filter up to its piece lsn and none
+//! after, so replay applies to each block only the records above its
+//! piece's lsn (an item's counters are all in one block). Version 1 files
+//! (no trailer) and version 2 files (no pieces) are still read.
 //!
 //! Written to `<id>.snap.tmp`, synced, renamed over `<id>.snap`, and the
 //! directory synced: a crash leaves either the old snapshot or the new one.
@@ -28,8 +37,11 @@ use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
 
 const MAGIC: [u8; 8] = *b"SEENSNAP";
-const VERSION: u16 = 2;
-const TRAILER: usize = 20;
+const VERSION: u16 = 3;
+/// The version 2 trailer, and the fixed part of the version 3 one
+/// (without the piece lsns and the CRC).
+const TRAILER_V2: usize = 20;
+const TRAILER_FIXED: usize = 32;
 const FIXED: usize = 40;
 
 /// A filter as loaded from its snapshot.
@@ -41,14 +53,41 @@ pub(crate) struct Loaded {
     pub(crate) filter: AnyFilter,
     /// `(count lsn, count)` of a snapshot copied while adds went on.
     pub(crate) count_fix: Option<(u64, u64)>,
+    /// How a counting filter was copied in pieces, if it was.
+    pub(crate) pieces: Option<Pieces>,
+}
+
+/// The pieces a counting filter was copied in: `per` blocks each (the
+/// last may have fewer), piece `i` holding every record of the filter up
+/// to `lsns[i]` and none after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pieces {
+    pub(crate) per: u64,
+    pub(crate) lsns: Vec<u64>,
+}
+
+impl Pieces {
+    /// Does the copy hold the change a record at `lsn` made to `block`?
+    pub(crate) fn holds(&self, block: u64, lsn: u64) -> bool {
+        self.lsns
+            .get((block / self.per) as usize)
+            .is_some_and(|&piece| lsn <= piece)
+    }
 }
 
 /// The trailer: the count lsn (0 for a snapshot taken with writers held
-/// off) and the count that holds once the log is replayed up to it.
-pub(crate) fn trailer(count_lsn: u64, count: u64) -> Vec<u8> {
-    let mut b = Vec::with_capacity(TRAILER);
+/// off) and the count that holds once the log is replayed up to it, and
+/// the pieces of a counting filter copied in pieces.
+pub(crate) fn trailer(count_lsn: u64, count: u64, pieces: Option<&Pieces>) -> Vec<u8> {
+    let (per, lsns) = pieces.map_or((0, &[][..]), |p| (p.per, &p.lsns[..]));
+    let mut b = Vec::with_capacity(TRAILER_FIXED + 8 * lsns.len() + 4);
     b.extend_from_slice(&count_lsn.to_le_bytes());
     b.extend_from_slice(&count.to_le_bytes());
+    b.extend_from_slice(&per.to_le_bytes());
+    b.extend_from_slice(&(lsns.len() as u64).to_le_bytes());
+    for lsn in lsns {
+        b.extend_from_slice(&lsn.to_le_bytes());
+    }
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
@@ -171,7 +210,7 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         return Err(corrupt(0, "not a seen snapshot (bad magic)".into()));
     }
     let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-    if version != 1 && version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(corrupt(
             8,
             format!("snapshot version {version}, this build reads {VERSION}"),
@@ -199,27 +238,75 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
     let filter = seen_core::decode(&mut r, opts)
         .map_err(|e| corrupt(body_at, format!("filter data: {e}")))?;
     let mut count_fix = None;
+    let mut pieces = None;
     if version >= 2 {
-        let mut t = [0u8; TRAILER];
-        std::io::Read::read_exact(&mut r, &mut t)
-            .map_err(|e| corrupt(body_at, format!("snapshot trailer after the filter: {e}")))?;
-        let stored = u32::from_le_bytes(t[16..20].try_into().expect("4"));
-        if crc32fast::hash(&t[..16]) != stored {
+        let trailer_err =
+            |e: std::io::Error| corrupt(body_at, format!("snapshot trailer after the filter: {e}"));
+        let mut t = vec![
+            0u8;
+            if version == 2 {
+                TRAILER_V2
+            } else {
+                TRAILER_FIXED
+            }
+        ];
+        std::io::Read::read_exact(&mut r, &mut t).map_err(trailer_err)?;
+        let u64_of = |t: &[u8], o: usize| u64::from_le_bytes(t[o..o + 8].try_into().expect("8"));
+        let count_lsn = u64_of(&t, 0);
+        let count = u64_of(&t, 8);
+        if version >= 3 {
+            let per = u64_of(&t, 16);
+            let n = u64_of(&t, 24);
+            // Bounded by the filter before anything is allocated for it.
+            let expected = match &filter {
+                AnyFilter::Counting(c) if per > 0 => c.blocks().div_ceil(per),
+                _ => 0,
+            };
+            if n != expected {
+                return Err(corrupt(
+                    body_at,
+                    format!("snapshot trailer: {n} pieces of {per} blocks for this filter"),
+                ));
+            }
+            let mut rest = vec![0u8; 8 * n as usize + 4];
+            std::io::Read::read_exact(&mut r, &mut rest).map_err(trailer_err)?;
+            t.extend_from_slice(&rest);
+            if n > 0 {
+                let lsns: Vec<u64> = (0..n as usize).map(|i| u64_of(&t, 32 + 8 * i)).collect();
+                pieces = Some(Pieces { per, lsns });
+            }
+        }
+        let crc_at = t.len() - 4;
+        let stored = u32::from_le_bytes(t[crc_at..].try_into().expect("4"));
+        if crc32fast::hash(&t[..crc_at]) != stored {
             return Err(corrupt(
                 body_at,
                 "snapshot trailer checksum mismatch".into(),
             ));
         }
-        let count_lsn = u64::from_le_bytes(t[..8].try_into().expect("8"));
-        let count = u64::from_le_bytes(t[8..16].try_into().expect("8"));
         if count_lsn != 0 {
-            if count_lsn < lsn || !matches!(filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
+            let copied = match &filter {
+                AnyFilter::Bloom(_) | AnyFilter::Scalable(_) => true,
+                AnyFilter::Counting(_) => pieces.is_some(),
+                _ => false,
+            };
+            if count_lsn < lsn || !copied {
                 return Err(corrupt(
                     body_at,
                     format!("snapshot trailer: count lsn {count_lsn} with lsn {lsn}"),
                 ));
             }
             count_fix = Some((count_lsn, count));
+        }
+        if let Some(p) = &pieces {
+            let ordered = p.lsns.windows(2).all(|w| w[0] <= w[1]);
+            if count_lsn == 0 || !ordered || p.lsns[0] < lsn || p.lsns[p.lsns.len() - 1] > count_lsn
+            {
+                return Err(corrupt(
+                    body_at,
+                    format!("snapshot trailer: piece lsns out of order for lsn {lsn} and count lsn {count_lsn}"),
+                ));
+            }
         }
     }
     rest.truncate(name_len);
@@ -230,5 +317,89 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         name: rest,
         filter,
         count_fix,
+        pieces,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seen_core::{BloomFilter, CountingBloomFilter};
+
+    /// A snapshot file of `version` holding `filter` and `trailer`.
+    fn write(dir: &Path, version: u16, filter: &AnyFilter, trailer: &[u8]) -> PathBuf {
+        let mut bytes = header(7, 42, 0, b"n");
+        bytes[8..10].copy_from_slice(&version.to_le_bytes());
+        let n = bytes.len();
+        let crc = crc32fast::hash(&bytes[..n - 4]);
+        bytes[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        filter.encode(&mut bytes).unwrap();
+        bytes.extend_from_slice(trailer);
+        let path = dir.join(file_name(7));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    fn read_back(path: &Path) -> Result<Loaded> {
+        read(&crate::fs::RealFs, path, &DecodeOptions::default())
+    }
+
+    #[test]
+    fn every_version_reads_and_bad_pieces_are_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let bloom = AnyFilter::Bloom(BloomFilter::new(100, 0.01).unwrap());
+        let counting = AnyFilter::Counting(CountingBloomFilter::new(100, 0.01).unwrap());
+        let blocks = match &counting {
+            AnyFilter::Counting(c) => c.blocks(),
+            _ => unreachable!(),
+        };
+        // Version 1: no trailer.
+        let l = read_back(&write(dir.path(), 1, &bloom, &[])).unwrap();
+        assert_eq!((l.id, l.lsn, &l.name[..]), (7, 42, &b"n"[..]));
+        assert_eq!((l.count_fix, l.pieces), (None, None));
+        // Version 2: count lsn and count, 20 bytes.
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(&50u64.to_le_bytes());
+        v2.extend_from_slice(&9u64.to_le_bytes());
+        let crc = crc32fast::hash(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        let l = read_back(&write(dir.path(), 2, &bloom, &v2)).unwrap();
+        assert_eq!((l.count_fix, l.pieces), (Some((50, 9)), None));
+        // Version 3, as written now: a counting filter in pieces.
+        let pieces = Pieces {
+            per: 2,
+            lsns: (0..blocks.div_ceil(2)).map(|i| 42 + i).collect(),
+        };
+        let last = *pieces.lsns.last().unwrap();
+        let t = trailer(last + 1, 5, Some(&pieces));
+        let l = read_back(&write(dir.path(), 3, &counting, &t)).unwrap();
+        assert_eq!(l.count_fix, Some((last + 1, 5)));
+        assert_eq!(l.pieces.as_ref(), Some(&pieces));
+        assert!(pieces.holds(0, 42) && !pieces.holds(0, 43) && pieces.holds(3, 43));
+        // Damaged or impossible trailers are corruption, naming the file.
+        let corrupt = |version: u16, filter: &AnyFilter, t: &[u8], what: &str| {
+            let path = write(dir.path(), version, filter, t);
+            let e = read_back(&path).err().expect("an error");
+            assert!(matches!(e.kind(), ErrorKind::Corrupt { .. }), "{e}");
+            assert!(e.to_string().contains(what), "{e}");
+        };
+        let fewer = Pieces {
+            per: 2,
+            lsns: pieces.lsns[1..].to_vec(),
+        };
+        corrupt(3, &counting, &trailer(last + 1, 5, Some(&fewer)), "pieces");
+        corrupt(3, &bloom, &trailer(last + 1, 5, Some(&pieces)), "pieces");
+        corrupt(3, &counting, &trailer(last + 1, 5, None), "count lsn");
+        corrupt(
+            3,
+            &counting,
+            &trailer(last - 1, 5, Some(&pieces)),
+            "piece lsns",
+        );
+        let mut flipped = t.clone();
+        flipped[40] ^= 1;
+        corrupt(3, &counting, &flipped, "checksum");
+        corrupt(3, &counting, &t[..t.len() - 1], "trailer");
+        corrupt(4, &bloom, &t, "version 4");
+    }
 }

@@ -210,7 +210,15 @@ const LOCK_WAIT: Duration = Duration::from_millis(500);
 /// only; 2 adds the short record of the add of one hash; 3, snapshots of
 /// chains copied while adds went on (a count lsn in a chain's snapshot,
 /// which format 2 takes for corruption).
-const DIR_FORMAT: u32 = 3;
+const DIR_FORMAT: u32 = 4;
+
+/// Blocks (64 bytes each) of a counting filter copied under one hold of
+/// its lock at a checkpoint: 1 MiB.
+#[cfg(not(test))]
+const PIECE_BLOCKS: u64 = 1 << 14;
+/// Small pieces in unit tests, so that small filters have many.
+#[cfg(test)]
+const PIECE_BLOCKS: u64 = 4;
 
 /// The line of the `FORMAT` file, before the number.
 const FORMAT_LINE: &str = "seen-store data directory, format ";
@@ -274,6 +282,7 @@ fn set_count(f: &mut AnyFilter, count: u64) {
     match f {
         AnyFilter::Bloom(b) => b.set_len(count),
         AnyFilter::Scalable(s) => s.set_len_in_newest(count),
+        AnyFilter::Counting(c) => c.set_len(count),
         _ => {}
     }
 }
@@ -286,13 +295,33 @@ fn links_of(f: &AnyFilter) -> usize {
     }
 }
 
-/// The count (adds that answered "new") of a filter copied while its
-/// writers go on: a Bloom filter or a chain.
+/// The count of a filter copied while its writers go on: adds that
+/// answered "new" (a Bloom filter or a chain), or adds less removes (a
+/// counting filter).
 fn count_of(f: &AnyFilter) -> u64 {
     match f {
         AnyFilter::Bloom(b) => b.len(),
         AnyFilter::Scalable(s) => s.len(),
-        _ => unreachable!("only Bloom filters and chains are copied"),
+        AnyFilter::Counting(c) => c.len(),
+        _ => unreachable!("a filter kind the store does not copy"),
+    }
+}
+
+/// The hashes of a record at `lsn` whose change the filter's snapshot
+/// does not hold yet: all of them, but for a counting filter copied in
+/// `pieces` only those whose block's piece was copied before the record.
+fn not_in_copy(
+    f: &AnyFilter,
+    pieces: Option<&snapshot::Pieces>,
+    lsn: u64,
+    hashes: Vec<ItemHash>,
+) -> Vec<ItemHash> {
+    match (f, pieces) {
+        (AnyFilter::Counting(c), Some(p)) => hashes
+            .into_iter()
+            .filter(|&h| !p.holds(c.block_of(h), lsn))
+            .collect(),
+        _ => hashes,
     }
 }
 
@@ -559,6 +588,8 @@ impl Store {
         // Snapshots copied while adds went on: (count lsn, count) by id; the
         // count holds once replay has passed the count lsn.
         let mut count_fixes: HashMap<u64, (u64, u64)> = HashMap::new();
+        // Counting filters copied in pieces: which records each piece holds.
+        let mut pieces: HashMap<u64, snapshot::Pieces> = HashMap::new();
         let mut max_lsn = 0u64;
         let mut max_id = 0u64;
         for path in fs
@@ -579,6 +610,9 @@ impl Store {
                         // New records get higher lsns (see below).
                         max_lsn = max_lsn.max(fix.0);
                         count_fixes.insert(l.id, fix);
+                    }
+                    if let Some(p) = l.pieces {
+                        pieces.insert(l.id, p);
                     }
                     max_lsn = max_lsn.max(l.lsn);
                     max_id = max_id.max(l.id);
@@ -713,15 +747,18 @@ impl Store {
                                 chain.add_hash_mut_to_newest(h);
                             }
                         }
-                        f => replay_adds(*id, f, &hashes.to_vec()),
+                        f => {
+                            let hashes = not_in_copy(f, pieces.get(id), lsn, hashes.to_vec());
+                            replay_adds(*id, f, &hashes);
+                        }
                     }
                     st.dirty.store(true, Ordering::Relaxed);
                 }
                 return Ok(());
             }
-            // Any other record may change `by_id`. (Counts to fix belong
-            // to Bloom filters and chains, whose other records, delete,
-            // expiry and dump chunks, leave the count alone.)
+            // Any other record may change `by_id`. (Of them only a
+            // counting filter's remove changes a count, below; delete,
+            // expiry and dump chunks leave it alone.)
             hot = None;
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn {
@@ -735,8 +772,17 @@ impl Store {
                     id,
                     hashes,
                 } => {
+                    // A remove changes a counting filter's count: one past
+                    // its copy's count lsn comes after the count is set.
+                    if count_fixes
+                        .get(&id)
+                        .is_some_and(|&(fix_lsn, _)| lsn > fix_lsn)
+                    {
+                        fix_count(&mut by_id, &mut pending, &mut count_fixes, id);
+                    }
                     if let Some((_, st)) = by_id.get_mut(&id) {
-                        let _ = apply_removes(&mut st.filter, &hashes.to_vec());
+                        let hashes = not_in_copy(&st.filter, pieces.get(&id), lsn, hashes.to_vec());
+                        let _ = apply_removes(&mut st.filter, &hashes);
                         st.dirty.store(true, Ordering::Relaxed);
                     }
                     return Ok(());
@@ -1761,6 +1807,46 @@ impl Store {
         self.checkpoint_inner(false)
     }
 
+    /// The body and trailer of the snapshot of counting filter `e` (whose
+    /// header holds `lsn`): its blocks in pieces of [`PIECE_BLOCKS`], each
+    /// copied under the lock with the log's position then (the piece's
+    /// lsn: the piece holds every record of the filter up to it and none
+    /// after), so that its writers pause only for one piece at a time; then
+    /// the count, and the position it holds at.
+    fn copy_in_pieces(&self, e: &Entry, w: &mut dyn std::io::Write, lsn: u64) -> Result<Vec<u8>> {
+        fn counting(st: &EntryState) -> Result<&CountingBloomFilter> {
+            match &st.filter {
+                AnyFilter::Counting(c) => Ok(c),
+                _ => Err(ErrorKind::WrongKind("a counting filter changed its kind").into()),
+            }
+        }
+        let mut out = counting(&write_st(&e.state))?.encode_in_pieces(w)?;
+        let mut lsns = Vec::new();
+        while out.remaining() > 0 {
+            {
+                let st = write_st(&e.state);
+                lsns.push(self.inner.wal.order_point());
+                out.copy_blocks(counting(&st)?, PIECE_BLOCKS)?;
+            }
+            // Written with the lock released: a writer waiting for it gets
+            // it now, not after the whole filter.
+            out.write_copied()?;
+            #[cfg(test)]
+            tests::BETWEEN_PIECES.with(|h| h.borrow().as_ref().map(|h| h()));
+        }
+        let (count_lsn, count) = {
+            let st = write_st(&e.state);
+            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
+            (count_lsn, counting(&st)?.len())
+        };
+        out.finish()?;
+        let pieces = snapshot::Pieces {
+            per: PIECE_BLOCKS,
+            lsns,
+        };
+        Ok(snapshot::trailer(count_lsn, count, Some(&pieces)))
+    }
+
     fn checkpoint_inner(&self, all: bool) -> Result<()> {
         let _one = lock(&self.inner.checkpointing);
         // Records from here on go to a fresh segment; the older ones can all
@@ -1782,11 +1868,10 @@ impl Store {
             // its lock), and every add made during the copy has an lsn
             // above `lsn` and is replayed over the copy. Its writers pause
             // only for the two brief exclusive moments that read `lsn` and,
-            // after the copy, the count. A counting filter is encoded under
-            // its lock (the pause its writers see: streaming the filter into
-            // the page cache): a remove replayed over a copy that already
-            // has it would take a counter below the item's adds. Syncs
-            // happen after.
+            // after the copy, the count. A counting filter is copied in
+            // pieces, each under its lock (`copy_in_pieces`): a remove
+            // replayed over a copy that already has it would take a counter
+            // below the item's adds. Syncs happen after.
             // An expired filter is deleted (a log record) unless the log is
             // poisoned: a poisoned log takes no record, and the filter is
             // gone for every caller anyway; the next checkpoint deletes it.
@@ -1813,7 +1898,7 @@ impl Store {
                         let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                         let written = snapshot::begin(fs, dir, e.id, &header, |w| {
                             st.filter.encode(w)?;
-                            Ok(snapshot::trailer(0, 0))
+                            Ok(snapshot::trailer(0, 0, None))
                         });
                         // Released before a failure takes the lock again
                         // (below) to mark the filter dirty.
@@ -1844,7 +1929,7 @@ impl Store {
                                 let st = write_st(&e.state);
                                 grown = links_of(&st.filter) != links;
                                 let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
-                                Ok(snapshot::trailer(count_lsn, count_of(&st.filter)))
+                                Ok(snapshot::trailer(count_lsn, count_of(&st.filter), None))
                             });
                             match written {
                                 Ok(p) if grown => {
@@ -1854,7 +1939,13 @@ impl Store {
                                 other => other.map(|p| (p, lsn)),
                             }
                         } else {
-                            locked(st)
+                            let lsn = self.inner.wal.order_point();
+                            let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                            drop(st);
+                            snapshot::begin(fs, dir, e.id, &header, |w| {
+                                self.copy_in_pieces(&e, w, lsn)
+                            })
+                            .map(|p| (p, lsn))
                         };
                     match written {
                         Ok(written) => Some(written),
@@ -1943,6 +2034,10 @@ mod tests {
         /// and the moment that reads its count.
         pub(super) static AFTER_COPY: std::cell::RefCell<Option<Box<dyn Fn()>>> =
             const { std::cell::RefCell::new(None) };
+        /// Run by a checkpoint on this thread after each piece of a
+        /// counting filter it copies, with the lock released.
+        pub(super) static BETWEEN_PIECES: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            const { std::cell::RefCell::new(None) };
     }
 
     fn encoded(store: &Store, name: &[u8]) -> Vec<u8> {
@@ -2000,6 +2095,70 @@ mod tests {
         drop(Arc::try_unwrap(store).ok().unwrap());
         let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
         assert_eq!(encoded(&store, b"c"), before);
+    }
+
+    /// A counting filter copied in pieces while adds and removes go on
+    /// (between pieces, in blocks copied and blocks still to copy) reopens
+    /// counter for counter, count included: replay applies to each piece
+    /// only the records after it, twice over the same snapshot as well.
+    #[test]
+    fn a_counting_filter_copied_in_pieces_reopens_counter_for_counter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        let spec = FilterSpec::Counting {
+            capacity: 2000,
+            error_rate: 0.01,
+        };
+        store.create(b"n", &spec).unwrap();
+        let item = |i: u64| format!("item-{i}").into_bytes();
+        for i in 0..200 {
+            store.add(b"n", &[&item(i)], None).unwrap();
+        }
+        let during = store.clone();
+        let round = Arc::new(AtomicU64::new(0));
+        let rounds = round.clone();
+        BETWEEN_PIECES.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let r = rounds.fetch_add(1, Ordering::Relaxed);
+                for j in 0..4 {
+                    let added = item(1000 + 4 * r + j);
+                    during.add(b"n", &[&added], None).unwrap();
+                }
+                // Items added before the copy, and one added just now.
+                let gone = [item(r % 200), item(1000 + 4 * r)];
+                let refs: Vec<&[u8]> = gone.iter().map(|v| v.as_slice()).collect();
+                let out = during.remove(b"n", &refs).unwrap();
+                assert!(out.iter().all(|r| *r == Removal::Removed), "{out:?}");
+            }))
+        });
+        store.checkpoint().unwrap();
+        BETWEEN_PIECES.with(|h| h.borrow_mut().take());
+        let pieces = round.load(Ordering::Relaxed);
+        assert!(pieces > 10, "{pieces} pieces");
+        let snap = dir.path().join("snapshots").join(snapshot::file_name(1));
+        let s = crate::read_snapshot(&snap, &Default::default()).unwrap();
+        assert_eq!(s.pieces as u64, pieces);
+        assert!(s.count_after_replay.is_some());
+        // After the copy's count lsn, a remove last: it comes after the
+        // count is set on replay.
+        let out = store.remove(b"n", &[&item(150)]).unwrap();
+        assert_eq!(out, vec![Removal::Removed]);
+        let before = encoded(&store, b"n");
+        let len = |s: &Store| {
+            s.with_filter(b"n", |f| match f {
+                AnyFilter::Counting(c) => c.len(),
+                _ => unreachable!(),
+            })
+            .unwrap()
+            .unwrap()
+        };
+        assert_eq!(len(&store), 200 + 4 * pieces - 2 * pieces - 1);
+        drop(Arc::try_unwrap(store).ok().unwrap());
+        for _ in 0..2 {
+            let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+            assert!(encoded(&store, b"n") == before, "counters differ");
+            assert_eq!(len(&store), 200 + 2 * pieces - 1);
+        }
     }
 
     fn chain_spec(nonscaling: bool) -> FilterSpec {

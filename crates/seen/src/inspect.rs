@@ -135,6 +135,9 @@ fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
                 report.insert("count_lsn".into(), json!(count_lsn));
                 report.insert("items_after_replay".into(), json!(count));
             }
+            if snap.pieces > 0 {
+                report.insert("copied_in_pieces".into(), json!(snap.pieces));
+            }
         }
         other => bail!(
             "'{}' is not a seen filter or snapshot (it starts with {:?}, not SEENFLTR or SEENSNAP)",

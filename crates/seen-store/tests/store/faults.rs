@@ -255,7 +255,7 @@ fn a_failed_spare_rename_falls_back_to_a_new_segment() {
 #[test]
 fn short_snapshot_write_keeps_the_old_snapshot() {
     // A Bloom filter and a scalable chain are copied with their writers
-    // going on; a counting filter is encoded under its lock: a failed
+    // going on; a counting filter in pieces, each under its lock: a failed
     // write must release any of them, mark the filter for the next
     // checkpoint, and leave the old snapshot.
     let chain = FilterSpec::Scalable {
@@ -726,13 +726,16 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
         .filter(|&l| l > lsn)
         .collect();
     assert_eq!(later.len(), 50);
+    // The trailer (docs/FORMAT.md, section 6.2): count lsn, count, no
+    // pieces, CRC.
     let n = bytes.len();
     let mut trailer = Vec::new();
     trailer.extend_from_slice(&later[49].to_le_bytes());
     trailer.extend_from_slice(&150u64.to_le_bytes());
+    trailer.extend_from_slice(&[0; 16]);
     let crc = crc32fast::hash(&trailer);
     trailer.extend_from_slice(&crc.to_le_bytes());
-    bytes[n - 20..].copy_from_slice(&trailer);
+    bytes[n - 36..].copy_from_slice(&trailer);
     std::fs::write(&snap, &bytes).unwrap();
     // Power loss keeps only the first 20 of the 50 records (in whichever
     // lanes they went to).
