@@ -49,13 +49,17 @@
 //! page cache, dirty until synced, so nothing is lost; but a sync no longer
 //! write-protects them one by one, with an interrupt to every core that
 //! runs a writer, and they stop counting as the process's memory).
-//! It also makes each lane's next segment once the current one is half
-//! full (a spare: created, preallocated, synced and mapped under a
-//! temporary name), so that a roll renames it rather than doing that I/O
-//! on a writer's path, where it took 200-300 ms behind a checkpoint's
-//! writeback (BENCHMARKS.md, session 9). The next sync syncs the
-//! directory, so the new name is durable before any record in the segment
-//! counts as synced.
+//! It also makes each lane's next segment ahead (a spare: created,
+//! preallocated and mapped under a temporary name), once an eighth of the
+//! current one is used, or at once for a busy lane (see
+//! [`LaneState::spare_due`]); a checkpoint gives each lane it rolls one
+//! before it writes its snapshots. So a roll renames a spare rather than
+//! doing that I/O on a writer's path, where it took 200-300 ms, and up to
+//! 1.5 s, behind a checkpoint's writeback (BENCHMARKS.md, sessions 9 and
+//! 10). A spare is not synced when made (that waits for whatever the disk
+//! is writing): the sync that first counts a record in it synced syncs the
+//! file, its preallocation with it, then the directory, so that the new
+//! name is durable too.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -176,10 +180,30 @@ struct LaneState {
     /// The lsns this lane took from the counter for its unordered records
     /// and has not used yet: `block.0..block.1` (see [`Wal::take_lsn`]).
     block: (u64, u64),
-    /// A segment file made ready ahead by the page helper (created,
-    /// preallocated, synced and mapped, under a temporary name): a roll
+    /// A segment file made ready ahead by the page helper or a checkpoint
+    /// (created, preallocated and mapped, under a temporary name): a roll
     /// renames it instead of making one on the writer's path.
     spare: Option<Spare>,
+    /// The lane's last roll was of a full segment, and its checkpoint
+    /// roll, if any since, of one at least an eighth full: a busy lane,
+    /// which gets its next spare at once (see [`LaneState::spare_due`]).
+    busy: bool,
+}
+
+impl LaneState {
+    /// Should the lane get a spare now? Once an eighth of its segment is
+    /// used, so that a lane that hardly gets records has none; a busy lane
+    /// at once: made while a checkpoint's snapshots were written back, a
+    /// spare took up to a second (create and preallocate wait behind
+    /// them), and a lane that filled its segment first made one itself,
+    /// its writers waiting 0.7-1.5 s (BENCHMARKS.md, session 10).
+    fn spare_due(&self) -> bool {
+        self.spare.is_none()
+            && self
+                .cur
+                .as_ref()
+                .is_some_and(|c| self.busy || c.offset >= c.map.len() / 8)
+    }
 }
 
 /// See [`LaneState::spare`].
@@ -318,13 +342,20 @@ pub(crate) struct Wal {
 }
 
 /// Creates the file of a segment (or spare) at `path`: preallocated to
-/// `size`, synced and mapped. A failure removes it.
-fn segment_file(fs: &dyn Fs, path: &Path, size: u64) -> Result<(Arc<dyn FsFile>, Arc<MmapRaw>)> {
+/// `size`, synced if `sync`, and mapped. A failure removes it.
+fn segment_file(
+    fs: &dyn Fs,
+    path: &Path,
+    size: u64,
+    sync: bool,
+) -> Result<(Arc<dyn FsFile>, Arc<MmapRaw>)> {
     let file = fs.create(path).map_err(|e| io_err("create", path, e))?;
     let made = (|| {
         file.allocate(size)
             .map_err(|e| io_err("preallocate", path, e))?;
-        file.sync_data().map_err(|e| io_err("sync", path, e))?;
+        if sync {
+            file.sync_data().map_err(|e| io_err("sync", path, e))?;
+        }
         map(&*file, path)
     })();
     match made {
@@ -497,6 +528,7 @@ impl Wal {
                 segments: Vec::new(),
                 block: (0, 0),
                 spare: None,
+                busy: false,
             })
             .collect();
         // Spares a killed process (or a log still being dropped) left.
@@ -681,7 +713,7 @@ impl Wal {
         seq: u64,
     ) -> Result<Segment> {
         let path = dir.join(segment_name(first_lsn, lane, seq));
-        let (file, map) = segment_file(fs, &path, size)?;
+        let (file, map) = segment_file(fs, &path, size, true)?;
         if let Err(e) = fs.sync_dir(dir) {
             // Leave no half-made segment behind.
             let _ = fs.remove(&path);
@@ -762,7 +794,9 @@ impl Wal {
         {
             // An lsn taken by an append that fails here is never written:
             // replay takes gaps between lsns in its stride.
+            let full = st.cur.is_some();
             self.roll(lane, st, lsn)?;
+            st.busy |= full;
         }
         let cur = st.cur.as_mut().expect("a segment after the roll");
         let off = cur.offset;
@@ -900,13 +934,26 @@ impl Wal {
                 }
             }
             let mut st = lock(&lane.state);
-            if st.cur.as_ref().is_some_and(|c| c.offset > 0) {
+            let used = st.cur.as_ref().is_some_and(|c| c.offset > 0);
+            if used {
+                st.busy = st.cur.as_ref().is_some_and(|c| c.offset >= c.map.len() / 8);
                 // Every record in the lane so far has a lower lsn (they
                 // took theirs under this mutex).
                 let first = self.next_lsn.load(Ordering::Acquire);
                 self.roll(i, &mut st, first)?;
                 // Lsns of the block are below the new segment's name.
                 st.block = (0, 0);
+            }
+            drop(st);
+            // A lane in use gets its next spare now, before the checkpoint
+            // writes its snapshots: made during their writeback, a spare
+            // took up to a second (create and preallocate wait behind it),
+            // and a lane that filled its segment first made one itself,
+            // its writers waiting 1-1.5 s (BENCHMARKS.md, session 10).
+            if used {
+                if let Some(spare) = self.make_spare(i) {
+                    self.install_spare(i, spare);
+                }
             }
         }
         Ok(())
@@ -1157,8 +1204,7 @@ impl Wal {
     fn prepare_spare(&self, lane: usize) {
         {
             let st = lock(&self.lanes[lane].state);
-            let half_full = st.cur.as_ref().is_some_and(|c| c.offset >= c.map.len() / 2);
-            if st.spare.is_some() || !half_full {
+            if !st.spare_due() {
                 return;
             }
         }
@@ -1167,7 +1213,7 @@ impl Wal {
         }
     }
 
-    /// A spare segment for lane `lane`: created, preallocated, synced and
+    /// A spare segment for lane `lane`: created, preallocated (not synced) and
     /// mapped, holding no lock. `None` if the log is closing, or on a
     /// failure (a roll then makes its segment itself, and reports the
     /// failure if it has it too).
@@ -1176,7 +1222,14 @@ impl Wal {
             return None;
         }
         let path = self.dir.join(spare_name(lane));
-        match segment_file(&*self.fs, &path, self.segment_size) {
+        // Not synced: that waits for whatever the disk is writing (a
+        // checkpoint's gigabyte took 0.4-1 s, and a roll that found no
+        // spare ready made its segment itself, its writers waiting). The
+        // sync that first counts a record in it synced syncs the file,
+        // its preallocation with it (`fdatasync` writes the metadata that
+        // reading the data needs), and then the directory.
+        let r = segment_file(&*self.fs, &path, self.segment_size, false);
+        match r {
             Ok((file, map)) => Some(Spare { path, map, file }),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");
