@@ -424,6 +424,35 @@ fn main() {
                 checkpoint.as_secs_f64() * 1e3
             );
         }
+        // And for a counting filter of about 1 GiB (copied in pieces, each
+        // under its lock).
+        {
+            let dir = base_dir();
+            let counting = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
+            let n = 1u64 << 24;
+            let (blocks, _) = seen_core::sizing::counting_size(n, 0.01).unwrap();
+            let capacity = ((1u64 << 30) as f64 / (blocks * 64) as f64 * n as f64) as u64;
+            let spec = FilterSpec::Counting {
+                capacity,
+                error_rate: 0.01,
+            };
+            counting.create(b"big", &spec).unwrap();
+            let mut b = Vec::new();
+            for i in 0..1_000_000u64 {
+                key(0, i, &mut b);
+                counting.add(b"big", &[&b], None).unwrap();
+            }
+            let (pause, checkpoint) = checkpoint_pause(&counting);
+            let gib = counting.memory_bytes() as f64 / (1u64 << 30) as f64;
+            println!(
+                "| longest add of a concurrent writer during a checkpoint, {gib:.2} GiB counting filter | {:.0} ms |",
+                pause.as_secs_f64() * 1e3
+            );
+            println!(
+                "| whole checkpoint, {gib:.2} GiB counting filter | {:.0} ms |",
+                checkpoint.as_secs_f64() * 1e3
+            );
+        }
         let store = Arc::try_unwrap(store).unwrap();
         store.close().unwrap();
     }
