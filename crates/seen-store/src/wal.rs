@@ -191,9 +191,11 @@ struct LaneState {
 }
 
 impl LaneState {
-    /// Should the lane get a spare now? Once an eighth of its segment is
-    /// used, so that a lane that hardly gets records has none; a busy lane
-    /// at once: made while a checkpoint's snapshots were written back, a
+    /// Should the lane get a spare now (from the page helper)? Once an
+    /// eighth of its segment is used, so that a lane that hardly gets
+    /// records has none until a checkpoint rolls it (which gives every lane
+    /// it rolls a spare); a busy lane at once: made while a checkpoint's
+    /// snapshots were written back, a
     /// spare took up to a second (create and preallocate wait behind
     /// them), and a lane that filled its segment first made one itself,
     /// its writers waiting 0.7-1.5 s (BENCHMARKS.md, session 10).
@@ -1199,8 +1201,8 @@ impl Wal {
         })
     }
 
-    /// Makes lane `lane` a spare segment if it has none and its current
-    /// segment is half full (the page helper, off the writers' path).
+    /// Makes lane `lane` a spare segment if it is due one (see
+    /// [`LaneState::spare_due`]; the page helper, off the writers' path).
     fn prepare_spare(&self, lane: usize) {
         {
             let st = lock(&self.lanes[lane].state);
@@ -1356,11 +1358,12 @@ pub(crate) struct Found<'a> {
 /// all lanes merged in lsn order. Within a lane lsns must rise; between
 /// lanes they may leave gaps (lsns handed to appends that never wrote).
 /// A bad record that no valid record of its lane follows (in its segment
-/// or a later one of the lane) is a torn tail: a crash mid-append, or a
-/// power loss that kept only part of the pages the last sync was writing,
-/// which may end a segment that a roll had already followed with another.
-/// That lane's reading stops there with a warning, and the torn bytes, and
-/// any in the lane's later segments, are zeroed. A bad record anywhere
+/// or a later one of the lane) is a torn tail: in the lane's newest
+/// segment, a crash mid-append; in an older one, only a record that a power
+/// loss cut (the sync writing the end of a segment that a roll had already
+/// followed, see `cut_by_power_loss`). That lane's reading stops there
+/// with a warning, and the torn bytes, and any in the lane's later
+/// segments, are zeroed. A bad record anywhere
 /// else, a segment missing from a lane, or an lsn met twice is corruption:
 /// an error naming the file and offset, unless `salvage` is set, in which
 /// case the rest of that segment is skipped with a warning. Returns the
@@ -1495,7 +1498,8 @@ impl<'s> LaneReader<'s> {
             Record(u64),
             /// What is wrong, whether a valid record follows, and the
             /// written bytes from here on (offset, length).
-            Bad(String, bool, Option<(u64, usize)>),
+            /// ... and whether a power loss can have cut it.
+            Bad(String, bool, Option<(u64, usize)>, bool),
         }
         self.next = None;
         while self.at < self.segments.len() {
@@ -1516,6 +1520,7 @@ impl<'s> LaneReader<'s> {
                             .iter()
                             .rposition(|&b| b != 0)
                             .map(|last| (off as u64, last + 1)),
+                        cut_by_power_loss(data, off),
                     ),
                 }
             };
@@ -1536,10 +1541,20 @@ impl<'s> LaneReader<'s> {
                     self.next = Some(lsn);
                     return Ok(());
                 }
-                Step::Bad(what, false, written) => {
-                    // Only the lane's later segments can still show that
-                    // this is no tail (their written bytes, for zeroing).
-                    let Some(after) = self.written_after()? else {
+                Step::Bad(what, false, written, cut) => {
+                    // Appends and rolls run under the lane's mutex, so a
+                    // killed process tears only a lane's newest segment;
+                    // in an older one only a power loss can have, and only
+                    // so. Then only the lane's later segments can still
+                    // show that this is no tail (their written bytes, for
+                    // zeroing).
+                    let newest = self.at + 1 == self.segments.len();
+                    let after = if newest || cut {
+                        self.written_after()?
+                    } else {
+                        None
+                    };
+                    let Some(after) = after else {
                         self.damaged_here(what)?;
                         continue;
                     };
@@ -1691,6 +1706,30 @@ fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
         .write_all_at(&vec![0u8; len], offset)
         .map_err(|e| io_err("truncate torn record in", path, e))?;
     file.sync_data().map_err(|e| io_err("sync", path, e))
+}
+
+/// The least a disk writes whole, or not at all, at a power loss.
+const SECTOR: usize = 512;
+
+/// Could the bad record at `off` of a segment be one that a power loss cut
+/// while a sync was writing it? Then it crosses a sector boundary, and
+/// nothing of the segment is written past the last boundary it crosses:
+/// its first sectors reached the disk and the rest did not (a segment is
+/// preallocated, so what was never written reads as zeros). A record within
+/// one sector is never cut, and written bytes past it are other damage.
+fn cut_by_power_loss(data: &[u8], off: usize) -> bool {
+    let Some(head) = data.get(off..off + 4) else {
+        return false;
+    };
+    let word = u32::from_le_bytes(head.try_into().expect("4"));
+    let size = if word & SHORT_FLAG != 0 {
+        SHORT_RECORD
+    } else {
+        8 + word as usize
+    };
+    let last_boundary = (off + size - 1) / SECTOR * SECTOR;
+    let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    last_boundary > off && written_end <= last_boundary
 }
 
 /// Is there a valid record with an lsn at least `min_lsn` anywhere at an
@@ -1994,7 +2033,8 @@ mod tests {
         };
         let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
         let mut n = 0;
-        // Half a segment: the helper then makes the lane's spare.
+        // Past an eighth of a segment: the helper then makes the lane's
+        // spare.
         while n * 48 < 40 << 10 {
             wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
             n += 1;
@@ -2017,8 +2057,8 @@ mod tests {
         assert_eq!(spares(), std::slice::from_ref(&spare));
         wal.sync_all().unwrap();
         assert!(!wal.dir_dirty.load(Ordering::Acquire));
-        // Past the segment's end: the roll takes the spare.
-        while n * 48 < 80 << 10 {
+        // Just past the segment's end: the roll takes the spare.
+        while n * 48 < 66 << 10 {
             wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
             n += 1;
         }
@@ -2027,6 +2067,23 @@ mod tests {
         assert!(wal.dir_dirty.load(Ordering::Acquire), "a rename to sync");
         wal.sync_all().unwrap();
         assert!(!wal.dir_dirty.load(Ordering::Acquire));
+        // The lane rolled a full segment: it is busy, and gets its next
+        // spare at once, with its new segment hardly used.
+        assert!(lock(&wal.lanes[0].state).busy);
+        let mut again = false;
+        for _ in 0..200 {
+            wal.pages.get().unwrap().unpark();
+            if lock(&wal.lanes[0].state).spare.is_some() {
+                again = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(again, "no spare for the busy lane after 2 s");
+        let st = lock(&wal.lanes[0].state);
+        let cur = st.cur.as_ref().unwrap();
+        assert!(cur.offset < cur.map.len() / 8, "{}", cur.offset);
+        drop(st);
         // Every record reads back, in order, across the renamed spare.
         let seen = hash_records(&*fs, dir.path());
         assert_eq!(seen.len() as u64, n);

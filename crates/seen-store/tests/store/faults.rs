@@ -455,10 +455,10 @@ fn torn_tail_is_truncated_and_everything_before_it_kept() {
     }
 }
 
-/// A store in `dir` with filter `f` holding items 0 to 299, added one by
-/// one under `always` into 4 KiB segments (one lane, 128 short records a
-/// segment), then closed. Returns the segments in their order and the lsn
-/// of each item's record.
+/// A store in `dir` with filter `f` holding items 0 to 799, added 16 at
+/// a time under `always` into 4 KiB segments (one lane; each add one
+/// record of 288 bytes, 14 to a segment), then closed. Returns the
+/// segments in their order and the lsn of each add's record.
 fn add_over_segments(dir: &Path) -> (Vec<PathBuf>, Vec<u64>) {
     {
         let s = Store::open(
@@ -471,23 +471,31 @@ fn add_over_segments(dir: &Path) -> (Vec<PathBuf>, Vec<u64>) {
         )
         .unwrap();
         s.create(b"f", &bloom()).unwrap();
-        for i in 0..300 {
-            s.add(b"f", &[&item(i)], None).unwrap();
+        for batch in 0..50 {
+            let items: Vec<Vec<u8>> = (16 * batch..16 * batch + 16).map(item).collect();
+            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+            s.add(b"f", &refs, None).unwrap();
         }
     }
     let mut segs: Vec<PathBuf> = segments(dir).collect();
     segs.sort();
-    // The create's record, then one per item, in order (one writer).
+    // The create's record, then one per add, in order (one writer).
     let lsns = log_lsns(dir)[1..].to_vec();
-    assert_eq!(lsns.len(), 300);
+    assert_eq!(lsns.len(), 50);
     (segs, lsns)
 }
 
-/// The first segment that a segment with records follows, with the offset
-/// and lsn of its last record; that record is torn as a power loss during
-/// the sync that was writing it would leave it (its first half written,
-/// the rest still zeros).
-fn tear_the_end_of_a_followed_segment(segs: &[PathBuf]) -> (PathBuf, usize, u64) {
+/// The items whose add records have lsns below `lsn`.
+fn items_below(lsns: &[u64], lsn: u64) -> Vec<usize> {
+    (0..800).filter(|&i| lsns[i / 16] < lsn).collect()
+}
+
+/// In the first segment that a segment with records follows, the last
+/// record that crosses a 512-byte sector boundary, cut as a power loss
+/// during the sync writing it would leave it: its sectors before the last
+/// boundary it crosses written, nothing of the segment after. Returns the
+/// segment, the record's offset and its lsn.
+fn cut_a_record_ending_a_followed_segment(segs: &[PathBuf]) -> (PathBuf, usize, u64) {
     let seg = segs
         .windows(2)
         .find(|w| end_of_records(&std::fs::read(&w[1]).unwrap()) > 0)
@@ -495,31 +503,47 @@ fn tear_the_end_of_a_followed_segment(segs: &[PathBuf]) -> (PathBuf, usize, u64)
         .expect("a segment followed by one with records");
     let mut data = std::fs::read(&seg).unwrap();
     let end = end_of_records(&data);
-    let last = end - 32;
-    assert_eq!(record_size(&data, last), 32, "the last record is short");
-    let lsn = u64::from_le_bytes(data[last + 8..last + 16].try_into().unwrap());
-    data[last + 16..end].fill(0);
+    let (mut off, mut cut) = (0, None);
+    while off < end {
+        let size = record_size(&data, off);
+        let last_boundary = (off + size - 1) / 512 * 512;
+        if last_boundary > off {
+            cut = Some((off, last_boundary));
+        }
+        off += size;
+    }
+    let (off, boundary) = cut.expect("a record across a sector boundary");
+    let lsn = u64::from_le_bytes(data[off + 8..off + 16].try_into().unwrap());
+    data[boundary..].fill(0);
     std::fs::write(&seg, &data).unwrap();
-    (seg, last, lsn)
+    (seg, off, lsn)
 }
 
 #[test]
 fn torn_end_of_a_segment_that_a_roll_followed_is_a_torn_tail() {
     // Power loss during the sync that wrote a segment's last pages, after a
     // roll had begun the next segment: the sync never finished, so no
-    // record from the torn one on was acknowledged (under `always`), and
-    // the later segment kept none of its records. The open keeps every
-    // record before the torn one, zeroes it, and opens cleanly again.
+    // record from the cut one on was acknowledged (under `always`), and
+    // the later segment kept none of its records, only the first bytes of
+    // one. The open keeps every record before the cut one, zeroes it and
+    // the later segment's bytes, and opens cleanly again after more adds.
     let dir = tempfile::tempdir().unwrap();
     let (segs, lsns) = add_over_segments(dir.path());
     assert!(segs.len() >= 3, "{segs:?}");
-    let (seg, off, torn) = tear_the_end_of_a_followed_segment(&segs);
+    let (seg, off, torn) = cut_a_record_ending_a_followed_segment(&segs);
     assert!(cut_log_after(dir.path(), torn) > 0);
-    let kept: Vec<usize> = (0..300).filter(|&i| lsns[i] < torn).collect();
+    let next = &segs[segs.iter().position(|p| *p == seg).unwrap() + 1];
+    let mut data = std::fs::read(next).unwrap();
+    data[..4].copy_from_slice(&300u32.to_le_bytes());
+    data[4..100].fill(0xab);
+    std::fs::write(next, &data).unwrap();
+    let kept = items_below(&lsns, torn);
     assert!(kept.len() >= 100, "{}", kept.len());
     check_acked(dir.path(), &kept);
     let data = std::fs::read(&seg).unwrap();
     assert_eq!(end_of_records(&data), off, "the torn bytes were zeroed");
+    let data = std::fs::read(next).unwrap();
+    assert!(data.iter().all(|&b| b == 0), "the later segment was zeroed");
     // And it opens cleanly again, with later records in a new segment.
     {
         let s = reopen(dir.path());
@@ -531,39 +555,59 @@ fn torn_end_of_a_segment_that_a_roll_followed_is_a_torn_tail() {
 }
 
 #[test]
-fn bad_end_of_a_segment_with_records_after_it_stops_the_open() {
-    // The same damage with the later segment's records still there: those
+fn bad_end_of_a_segment_that_no_power_loss_explains_stops_the_open() {
+    // The same cut with the later segment's records still there: those
     // were written after it, so it is no tail of a crash but corruption.
-    let dir = tempfile::tempdir().unwrap();
-    let (segs, _) = add_over_segments(dir.path());
-    let (seg, off, _) = tear_the_end_of_a_followed_segment(&segs);
-    let e = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    match e.kind() {
-        ErrorKind::Corrupt { path, offset, .. } => {
-            assert_eq!(path, &seg);
-            assert_eq!(*offset, off as u64);
+    // And a flipped byte in a segment's last record, with nothing after
+    // it: a power loss cuts records at sector boundaries, it does not
+    // change their bytes, so that is corruption too.
+    for flip in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (segs, _) = add_over_segments(dir.path());
+        let (seg, off, lsn) = if flip {
+            let seg = segs[segs.len() - 2].clone();
+            let mut data = std::fs::read(&seg).unwrap();
+            let end = end_of_records(&data);
+            let mut off = 0;
+            while off + record_size(&data, off) < end {
+                off += record_size(&data, off);
+            }
+            data[off + 40] ^= 0x10;
+            std::fs::write(&seg, &data).unwrap();
+            let lsn = u64::from_le_bytes(data[off + 8..off + 16].try_into().unwrap());
+            (seg, off, lsn)
+        } else {
+            cut_a_record_ending_a_followed_segment(&segs)
+        };
+        if flip {
+            assert!(cut_log_after(dir.path(), lsn) > 0);
         }
-        other => panic!("expected corruption, got {other}"),
+        let e = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+        match e.kind() {
+            ErrorKind::Corrupt { path, offset, .. } => {
+                assert_eq!(path, &seg);
+                assert_eq!(*offset, off as u64);
+            }
+            other => panic!("flip {flip}: expected corruption, got {other}"),
+        }
+        // Salvage skips the damaged record and keeps the rest of the log.
+        let s = Store::open(
+            dir.path(),
+            StoreOptions {
+                salvage: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let present = s.contains(b"f", &[&item(0)]).unwrap().unwrap();
+        assert!(present[0]);
     }
-    // Salvage skips the damaged record and keeps the rest of the log.
-    let s = Store::open(
-        dir.path(),
-        StoreOptions {
-            salvage: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let items: Vec<Vec<u8>> = (0..300).map(item).collect();
-    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
-    let present = s.contains(b"f", &refs).unwrap().unwrap();
-    assert!(present[0] && present[299]);
 }
 
 #[test]
 fn two_filters_of_one_name_keep_the_later_for_good() {
-    // A power loss that keeps a create but not the delete before it (a
-    // hole in the unsynced part of the log) leaves two filters of one name:
+    // A power loss that keeps a later filter (its create, or its snapshot)
+    // but not the delete of the earlier one leaves two filters of one name:
     // here the older one's snapshot, put back after its delete. Every open
     // must take the later, and the next checkpoint must remove the older,
     // or a later open could bring it back over what the later one holds.
