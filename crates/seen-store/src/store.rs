@@ -884,9 +884,10 @@ impl Store {
             next_lsn,
             segments,
         )?;
-        // Two filters of one name: a power loss kept a create but not the
-        // delete before it (a hole in the log's unsynced part; nothing after
-        // the hole was acknowledged as durable). The later one (ids only
+        // Two filters of one name: a power loss kept the later filter (its
+        // create, or its snapshot) but not the delete of the earlier one,
+        // which was not yet durable (so nothing after it was acknowledged
+        // as durable either). The later one (ids only
         // grow) is the name's, and the other's snapshot goes at the next
         // checkpoint, so that every open makes the same choice until then
         // and none brings the older filter back after it.
@@ -2159,6 +2160,42 @@ mod tests {
             assert!(encoded(&store, b"n") == before, "counters differ");
             assert_eq!(len(&store), 200 + 2 * pieces - 1);
         }
+    }
+
+    /// A counting filter deleted (and its name taken again) while it is
+    /// copied in pieces: the copy finishes, and the same checkpoint removes
+    /// its snapshot, so a reopen has only the new filter.
+    #[test]
+    fn a_counting_filter_deleted_during_its_copy_stays_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        let spec = FilterSpec::Counting {
+            capacity: 2000,
+            error_rate: 0.01,
+        };
+        store.create(b"n", &spec).unwrap();
+        store.add(b"n", &[b"old"], None).unwrap();
+        let during = store.clone();
+        let once = std::sync::Once::new();
+        BETWEEN_PIECES.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                once.call_once(|| {
+                    assert!(during.delete(b"n").unwrap());
+                    during.create(b"n", &spec).unwrap();
+                    during.add(b"n", &[b"new"], None).unwrap();
+                })
+            }))
+        });
+        store.checkpoint().unwrap();
+        BETWEEN_PIECES.with(|h| h.borrow_mut().take());
+        let snaps = dir.path().join("snapshots");
+        assert!(!snaps.join(snapshot::file_name(1)).exists());
+        drop(Arc::try_unwrap(store).ok().unwrap());
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(
+            store.contains(b"n", &[b"old", b"new"]).unwrap(),
+            Some(vec![false, true])
+        );
     }
 
     fn chain_spec(nonscaling: bool) -> FilterSpec {
