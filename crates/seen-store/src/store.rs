@@ -1651,14 +1651,16 @@ impl Store {
                 return Err(ErrorKind::WrongKind("only counting filters support remove").into());
             }
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
+            // Each record's removes are applied as soon as it is logged:
+            // if a later append fails, the filter holds what the log holds,
+            // as a reopen would.
+            let mut out = Vec::with_capacity(hashes.len());
             for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
                 self.inner.wal.append_hashes(3, entry.id, chunk, false)?;
+                st.dirty.store(true, Ordering::Relaxed);
+                out.extend(apply_removes(&mut st.filter, chunk)?);
             }
-            st.dirty.store(true, Ordering::Relaxed);
-            (
-                apply_removes(&mut st.filter, &hashes)?,
-                self.inner.wal.last_lsn(),
-            )
+            (out, self.inner.wal.last_lsn())
         };
         self.inner.wal.commit(lsn)?;
         Ok(out)
