@@ -2100,6 +2100,18 @@ mod tests {
         assert_eq!(encoded(&store, b"c"), before);
     }
 
+    /// A store in `dir` with counting filter `n` (of many pieces of
+    /// [`PIECE_BLOCKS`] in unit tests), and the filter's spec.
+    fn counting_store(dir: &Path) -> (Arc<Store>, FilterSpec) {
+        let store = Arc::new(Store::open(dir, StoreOptions::default()).unwrap());
+        let spec = FilterSpec::Counting {
+            capacity: 2000,
+            error_rate: 0.01,
+        };
+        store.create(b"n", &spec).unwrap();
+        (store, spec)
+    }
+
     /// A counting filter copied in pieces while adds and removes go on
     /// (between pieces, in blocks copied and blocks still to copy) reopens
     /// counter for counter, count included: replay applies to each piece
@@ -2107,12 +2119,7 @@ mod tests {
     #[test]
     fn a_counting_filter_copied_in_pieces_reopens_counter_for_counter() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
-        let spec = FilterSpec::Counting {
-            capacity: 2000,
-            error_rate: 0.01,
-        };
-        store.create(b"n", &spec).unwrap();
+        let (store, _) = counting_store(dir.path());
         let item = |i: u64| format!("item-{i}").into_bytes();
         for i in 0..200 {
             store.add(b"n", &[&item(i)], None).unwrap();
@@ -2170,12 +2177,7 @@ mod tests {
     #[test]
     fn a_counting_filter_deleted_during_its_copy_stays_deleted() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
-        let spec = FilterSpec::Counting {
-            capacity: 2000,
-            error_rate: 0.01,
-        };
-        store.create(b"n", &spec).unwrap();
+        let (store, spec) = counting_store(dir.path());
         store.add(b"n", &[b"old"], None).unwrap();
         let during = store.clone();
         let once = std::sync::Once::new();

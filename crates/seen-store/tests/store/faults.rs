@@ -135,6 +135,15 @@ fn reopen(dir: &Path) -> Store {
     Store::open(dir, StoreOptions::default()).unwrap()
 }
 
+/// The store in `dir`, opened asking to salvage what can be.
+fn open_salvaging(dir: &Path) -> Store {
+    let opts = StoreOptions {
+        salvage: true,
+        ..Default::default()
+    };
+    Store::open(dir, opts).unwrap()
+}
+
 fn item(i: usize) -> Vec<u8> {
     format!("item-{i}").into_bytes()
 }
@@ -640,16 +649,8 @@ fn bad_end_of_a_segment_that_no_power_loss_explains_stops_the_open() {
             other => panic!("flip {flip}: expected corruption, got {other}"),
         }
         // Salvage skips the damaged record and keeps the rest of the log.
-        let s = Store::open(
-            dir.path(),
-            StoreOptions {
-                salvage: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let present = s.contains(b"f", &[&item(0)]).unwrap().unwrap();
-        assert!(present[0]);
+        let s = open_salvaging(dir.path());
+        assert!(s.contains(b"f", &[&item(0)]).unwrap().unwrap()[0]);
     }
 }
 
@@ -736,14 +737,7 @@ fn flipped_byte_in_the_middle_of_the_log_stops_the_open() {
     }
     assert!(e.to_string().contains(seg.to_str().unwrap()), "{e}");
     // Asked to salvage, it opens with what precedes the damage.
-    let s = Store::open(
-        dir.path(),
-        StoreOptions {
-            salvage: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let s = open_salvaging(dir.path());
     assert!(s.contains(b"f", &[&item(0)]).unwrap().unwrap()[0]);
 }
 
