@@ -887,10 +887,10 @@ impl Store {
         // Two filters of one name: a power loss kept the later filter (its
         // create, or its snapshot) but not the delete of the earlier one,
         // which was not yet durable (so nothing after it was acknowledged
-        // as durable either). The later one (ids only
-        // grow) is the name's, and the other's snapshot goes at the next
-        // checkpoint, so that every open makes the same choice until then
-        // and none brings the older filter back after it.
+        // as durable either). The later one (ids only grow) is the name's,
+        // and the other's snapshot goes at the next checkpoint, so that
+        // every open makes the same choice until then and none brings the
+        // older filter back after it.
         let mut by_id: Vec<_> = by_id.into_iter().collect();
         by_id.sort_unstable_by_key(|(id, _)| *id);
         let mut filters: HashMap<Vec<u8>, Arc<Entry>> = HashMap::new();
@@ -902,7 +902,7 @@ impl Store {
             });
             if let Some(older) = filters.insert(name, entry) {
                 tracing::warn!(
-                    "{}: two filters named {:?} (ids {} and {id}), as a power loss that kept a create but not the delete before it leaves; keeping the later",
+                    "{}: two filters named {:?} (ids {} and {id}): a power loss kept the later but not the earlier one's delete; keeping the later",
                     dir.display(),
                     String::from_utf8_lossy(&older.name),
                     older.id,

@@ -57,9 +57,9 @@
 //! doing that I/O on a writer's path, where it took 200-300 ms, and up to
 //! 1.5 s, behind a checkpoint's writeback (BENCHMARKS.md, sessions 9 and
 //! 10). A spare is not synced when made (that waits for whatever the disk
-//! is writing): the sync that first counts a record in it synced syncs the
-//! file, its preallocation with it, then the directory, so that the new
-//! name is durable too.
+//! is writing): the sync that first counts a record in it as synced syncs
+//! the file, its preallocation with it, then the directory, so that the
+//! new name is durable too.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -198,7 +198,7 @@ impl LaneState {
     /// snapshots were written back, a
     /// spare took up to a second (create and preallocate wait behind
     /// them), and a lane that filled its segment first made one itself,
-    /// its writers waiting 0.7-1.5 s (BENCHMARKS.md, session 10).
+    /// its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10).
     fn spare_due(&self) -> bool {
         self.spare.is_none()
             && self
@@ -951,7 +951,7 @@ impl Wal {
             // writes its snapshots: made during their writeback, a spare
             // took up to a second (create and preallocate wait behind it),
             // and a lane that filled its segment first made one itself,
-            // its writers waiting 1-1.5 s (BENCHMARKS.md, session 10).
+            // its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10).
             if used {
                 if let Some(spare) = self.make_spare(i) {
                     self.install_spare(i, spare);
@@ -1227,7 +1227,7 @@ impl Wal {
         // Not synced: that waits for whatever the disk is writing (a
         // checkpoint's gigabyte took 0.4-1 s, and a roll that found no
         // spare ready made its segment itself, its writers waiting). The
-        // sync that first counts a record in it synced syncs the file,
+        // sync that first counts a record in it as synced syncs the file,
         // its preallocation with it (`fdatasync` writes the metadata that
         // reading the data needs), and then the directory.
         let r = segment_file(&*self.fs, &path, self.segment_size, false);
@@ -1496,9 +1496,9 @@ impl<'s> LaneReader<'s> {
         enum Step {
             End,
             Record(u64),
-            /// What is wrong, whether a valid record follows, and the
-            /// written bytes from here on (offset, length).
-            /// ... and whether a power loss can have cut it.
+            /// What is wrong, whether a valid record follows, the written
+            /// bytes from here on (offset, length), and whether a power
+            /// loss can have cut it.
             Bad(String, bool, Option<(u64, usize)>, bool),
         }
         self.next = None;
@@ -1727,6 +1727,9 @@ fn cut_by_power_loss(data: &[u8], off: usize) -> bool {
     } else {
         8 + word as usize
     };
+    if off + size > data.len() {
+        return false; // no record is longer than its segment
+    }
     let last_boundary = (off + size - 1) / SECTOR * SECTOR;
     let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     last_boundary > off && written_end <= last_boundary
