@@ -23,6 +23,10 @@ struct Faults {
     /// Renames of a log lane's spare segment fail (counted).
     fail_spare_rename: AtomicBool,
     spare_renames_failed: std::sync::atomic::AtomicU64,
+    /// Spares renamed into segments, and spares synced (each by the path
+    /// it was created at).
+    spares_renamed: std::sync::Mutex<Vec<PathBuf>>,
+    spares_synced: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 struct FaultyFs {
@@ -33,6 +37,14 @@ struct FaultyFs {
 struct FaultyFile {
     inner: Box<dyn FsFile>,
     faults: Arc<Faults>,
+    /// The path it was created at, for a spare.
+    spare: Option<PathBuf>,
+}
+
+fn is_spare(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("spare."))
 }
 
 fn enospc() -> io::Error {
@@ -52,7 +64,12 @@ impl FsFile for FaultyFile {
         if self.faults.eio_sync.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        self.inner.sync_data()
+        self.inner.sync_data()?;
+        if let Some(path) = &self.spare {
+            let mut synced = self.faults.spares_synced.lock().unwrap();
+            synced.insert(path.clone());
+        }
+        Ok(())
     }
     fn allocate(&self, len: u64) -> io::Result<()> {
         if self.faults.enospc_allocate.load(Ordering::SeqCst) {
@@ -67,6 +84,7 @@ impl FsFile for FaultyFile {
         Ok(Box::new(FaultyFile {
             inner: self.inner.try_clone()?,
             faults: self.faults.clone(),
+            spare: self.spare.clone(),
         }))
     }
 }
@@ -76,29 +94,33 @@ impl Fs for FaultyFs {
         Ok(Box::new(FaultyFile {
             inner: self.real.create(path)?,
             faults: self.faults.clone(),
+            spare: is_spare(path).then(|| path.to_path_buf()),
         }))
     }
     fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         Ok(Box::new(FaultyFile {
             inner: self.real.open_rw(path)?,
             faults: self.faults.clone(),
+            spare: None,
         }))
     }
     fn open_read(&self, path: &Path) -> io::Result<File> {
         self.real.open_read(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let spare = from
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("spare."));
+        let spare = is_spare(from);
         if spare && self.faults.fail_spare_rename.load(Ordering::SeqCst) {
             self.faults
                 .spare_renames_failed
                 .fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        self.real.rename(from, to)
+        self.real.rename(from, to)?;
+        if spare {
+            let mut renamed = self.faults.spares_renamed.lock().unwrap();
+            renamed.push(from.to_path_buf());
+        }
+        Ok(())
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.real.remove(path)
@@ -259,6 +281,33 @@ fn a_failed_spare_rename_falls_back_to_a_new_segment() {
     }
     assert!(spares(dir.path()).is_empty(), "{:?}", spares(dir.path()));
     check_acked(dir.path(), &acked);
+}
+
+#[test]
+fn a_renamed_spare_is_synced_before_a_record_in_it_is_acknowledged() {
+    // A spare is not synced when made (that waits behind whatever the
+    // disk is writing): under `always`, the commit of the first add whose
+    // record went into it must sync it, preallocation and all.
+    let dir = tempfile::tempdir().unwrap();
+    let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
+    s.create(b"f", &bloom()).unwrap();
+    let mut checked = 0;
+    // 16 KiB segments of 32-byte records: a roll every 512 adds.
+    for i in 0..3000 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+        let renamed = faults.spares_renamed.lock().unwrap().clone();
+        let synced = faults.spares_synced.lock().unwrap().clone();
+        for spare in &renamed[checked..] {
+            assert!(
+                synced.contains(spare),
+                "add {i} acknowledged in {spare:?}, not synced"
+            );
+        }
+        checked = renamed.len();
+    }
+    assert!(checked >= 2, "{checked} spares used");
+    drop(s);
+    check_acked(dir.path(), &(0..3000).collect::<Vec<_>>());
 }
 
 #[test]
