@@ -135,6 +135,29 @@ fn checkpoint_pause(store: &Arc<Store>) -> (Duration, Duration) {
     (writer.join().unwrap(), checkpoint)
 }
 
+/// Prints the checkpoint rows for a filter of `spec` (`kind` names it) in
+/// a store of its own: 1 million adds, then [`checkpoint_pause`].
+fn other_kind_pause(opts: &StoreOptions, spec: &FilterSpec, kind: &str) {
+    let dir = base_dir();
+    let store = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
+    store.create(b"big", spec).unwrap();
+    let mut b = Vec::new();
+    for i in 0..1_000_000u64 {
+        key(0, i, &mut b);
+        store.add(b"big", &[&b], None).unwrap();
+    }
+    let (pause, checkpoint) = checkpoint_pause(&store);
+    let gib = store.memory_bytes() as f64 / (1u64 << 30) as f64;
+    println!(
+        "| longest add of a concurrent writer during a checkpoint, {gib:.2} GiB {kind} | {:.0} ms |",
+        pause.as_secs_f64() * 1e3
+    );
+    println!(
+        "| whole checkpoint, {gib:.2} GiB {kind} | {:.0} ms |",
+        checkpoint.as_secs_f64() * 1e3
+    );
+}
+
 fn warm_up(add: &AddFn) {
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); 1000];
     for round in 0..4_000u64 {
@@ -397,62 +420,23 @@ fn main() {
         );
         // The same for a scalable chain (RedisBloom's filter kind) whose
         // first sub-filter is sized for the same capacity.
-        {
-            let dir = base_dir();
-            let chain = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
-            let spec = FilterSpec::Scalable {
-                capacity,
-                error_rate: 0.01,
-                layout: Layout::Blocked,
-                expansion: 2,
-                nonscaling: false,
-            };
-            chain.create(b"big", &spec).unwrap();
-            let mut b = Vec::new();
-            for i in 0..1_000_000u64 {
-                key(0, i, &mut b);
-                chain.add(b"big", &[&b], None).unwrap();
-            }
-            let (pause, checkpoint) = checkpoint_pause(&chain);
-            let gib = chain.memory_bytes() as f64 / (1u64 << 30) as f64;
-            println!(
-                "| longest add of a concurrent writer during a checkpoint, {gib:.2} GiB chain | {:.0} ms |",
-                pause.as_secs_f64() * 1e3
-            );
-            println!(
-                "| whole checkpoint, {gib:.2} GiB chain | {:.0} ms |",
-                checkpoint.as_secs_f64() * 1e3
-            );
-        }
+        let chain = FilterSpec::Scalable {
+            capacity,
+            error_rate: 0.01,
+            layout: Layout::Blocked,
+            expansion: 2,
+            nonscaling: false,
+        };
+        other_kind_pause(&opts, &chain, "chain");
         // And for a counting filter of about 1 GiB (copied in pieces, each
         // under its lock).
-        {
-            let dir = base_dir();
-            let counting = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
-            let n = 1u64 << 24;
-            let (blocks, _) = seen_core::sizing::counting_size(n, 0.01).unwrap();
-            let capacity = ((1u64 << 30) as f64 / (blocks * 64) as f64 * n as f64) as u64;
-            let spec = FilterSpec::Counting {
-                capacity,
-                error_rate: 0.01,
-            };
-            counting.create(b"big", &spec).unwrap();
-            let mut b = Vec::new();
-            for i in 0..1_000_000u64 {
-                key(0, i, &mut b);
-                counting.add(b"big", &[&b], None).unwrap();
-            }
-            let (pause, checkpoint) = checkpoint_pause(&counting);
-            let gib = counting.memory_bytes() as f64 / (1u64 << 30) as f64;
-            println!(
-                "| longest add of a concurrent writer during a checkpoint, {gib:.2} GiB counting filter | {:.0} ms |",
-                pause.as_secs_f64() * 1e3
-            );
-            println!(
-                "| whole checkpoint, {gib:.2} GiB counting filter | {:.0} ms |",
-                checkpoint.as_secs_f64() * 1e3
-            );
-        }
+        let n = 1u64 << 24;
+        let (blocks, _) = seen_core::sizing::counting_size(n, 0.01).unwrap();
+        let counting = FilterSpec::Counting {
+            capacity: ((1u64 << 30) as f64 / (blocks * 64) as f64 * n as f64) as u64,
+            error_rate: 0.01,
+        };
+        other_kind_pause(&opts, &counting, "counting filter");
         let store = Arc::try_unwrap(store).unwrap();
         store.close().unwrap();
     }

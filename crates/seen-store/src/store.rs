@@ -1894,62 +1894,56 @@ impl Store {
                     st.dirty.store(false, Ordering::Relaxed);
                     let fs = &*self.inner.fs;
                     let dir = &self.inner.snap_dir;
-                    // Encoded under the lock held (`st`), at the log's
-                    // position now.
-                    let locked = |st: ShardedLockWriteGuard<'_, EntryState>| {
-                        let lsn = self.inner.wal.order_point();
-                        let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                    // Copied while writers go on, from the log's position now.
+                    let lsn = self.inner.wal.order_point();
+                    let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                    let whole = matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_));
+                    drop(st);
+                    let written = if whole {
+                        // Adds go on while the bits are copied, and only
+                        // into a chain's newest sub-filter: one that gains
+                        // a sub-filter meanwhile (an add that held it
+                        // exclusively, near a sub-filter's capacity) is
+                        // encoded again, under its lock.
+                        let mut grown = false;
                         let written = snapshot::begin(fs, dir, e.id, &header, |w| {
-                            st.filter.encode(w)?;
-                            Ok(snapshot::trailer(0, 0, None))
+                            let links = {
+                                let st = read_st(&e.state);
+                                st.filter.encode(w)?;
+                                links_of(&st.filter)
+                            };
+                            #[cfg(test)]
+                            tests::AFTER_COPY.with(|h| h.borrow().as_ref().map(|h| h()));
+                            // The count, with no add in flight, and the log
+                            // position it holds at.
+                            let st = write_st(&e.state);
+                            grown = links_of(&st.filter) != links;
+                            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
+                            Ok(snapshot::trailer(count_lsn, count_of(&st.filter), None))
                         });
-                        // Released before a failure takes the lock again
-                        // (below) to mark the filter dirty.
-                        drop(st);
-                        written.map(|p| (p, lsn))
-                    };
-                    let written =
-                        if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
-                            let lsn = self.inner.wal.order_point();
-                            let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
-                            drop(st);
-                            // Adds go on while the bits are copied, and only
-                            // into a chain's newest sub-filter: one that gains
-                            // a sub-filter meanwhile (an add that held it
-                            // exclusively, near a sub-filter's capacity) is
-                            // encoded again, under its lock.
-                            let mut grown = false;
-                            let written = snapshot::begin(fs, dir, e.id, &header, |w| {
-                                let links = {
-                                    let st = read_st(&e.state);
-                                    st.filter.encode(w)?;
-                                    links_of(&st.filter)
-                                };
-                                #[cfg(test)]
-                                tests::AFTER_COPY.with(|h| h.borrow().as_ref().map(|h| h()));
-                                // The count, with no add in flight, and the log
-                                // position it holds at.
+                        match written {
+                            Ok(p) if grown => {
+                                snapshot::abandon(fs, p);
+                                // Encoded again under the lock, at the
+                                // log's position then.
                                 let st = write_st(&e.state);
-                                grown = links_of(&st.filter) != links;
-                                let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
-                                Ok(snapshot::trailer(count_lsn, count_of(&st.filter), None))
-                            });
-                            match written {
-                                Ok(p) if grown => {
-                                    snapshot::abandon(fs, p);
-                                    locked(write_st(&e.state))
-                                }
-                                other => other.map(|p| (p, lsn)),
+                                let lsn = self.inner.wal.order_point();
+                                let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
+                                let written = snapshot::begin(fs, dir, e.id, &header, |w| {
+                                    st.filter.encode(w)?;
+                                    Ok(snapshot::trailer(0, 0, None))
+                                });
+                                // Released before a failure takes the lock
+                                // again (below) to mark the filter dirty.
+                                drop(st);
+                                written.map(|p| (p, lsn))
                             }
-                        } else {
-                            let lsn = self.inner.wal.order_point();
-                            let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
-                            drop(st);
-                            snapshot::begin(fs, dir, e.id, &header, |w| {
-                                self.copy_in_pieces(&e, w, lsn)
-                            })
+                            other => other.map(|p| (p, lsn)),
+                        }
+                    } else {
+                        snapshot::begin(fs, dir, e.id, &header, |w| self.copy_in_pieces(&e, w, lsn))
                             .map(|p| (p, lsn))
-                        };
+                    };
                     match written {
                         Ok(written) => Some(written),
                         Err(err) => {

@@ -204,7 +204,7 @@ impl LaneState {
             && self
                 .cur
                 .as_ref()
-                .is_some_and(|c| self.busy || c.offset >= c.map.len() / 8)
+                .is_some_and(|c| self.busy || c.eighth_used())
     }
 }
 
@@ -468,6 +468,12 @@ fn set_record_lsn(bytes: &mut [u8], lsn: u64) {
 }
 
 impl Segment {
+    /// Is at least an eighth of it used? (A lane past that gets a spare;
+    /// see [`LaneState::spare_due`].)
+    fn eighth_used(&self) -> bool {
+        self.offset >= self.map.len() / 8
+    }
+
     /// The bytes at `off..off + len` of the map, to write a record into.
     fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
         assert!(off + len <= self.map.len(), "write past the segment's end");
@@ -931,14 +937,12 @@ impl Wal {
                 st.spare.is_none() && st.cur.as_ref().is_some_and(|c| c.offset > 0)
             };
             if needs {
-                if let Some(spare) = self.make_spare(i) {
-                    self.install_spare(i, spare);
-                }
+                self.add_spare(i);
             }
             let mut st = lock(&lane.state);
             let used = st.cur.as_ref().is_some_and(|c| c.offset > 0);
             if used {
-                st.busy = st.cur.as_ref().is_some_and(|c| c.offset >= c.map.len() / 8);
+                st.busy = st.cur.as_ref().is_some_and(Segment::eighth_used);
                 // Every record in the lane so far has a lower lsn (they
                 // took theirs under this mutex).
                 let first = self.next_lsn.load(Ordering::Acquire);
@@ -953,9 +957,7 @@ impl Wal {
             // and a lane that filled its segment first made one itself,
             // its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10).
             if used {
-                if let Some(spare) = self.make_spare(i) {
-                    self.install_spare(i, spare);
-                }
+                self.add_spare(i);
             }
         }
         Ok(())
@@ -1210,6 +1212,12 @@ impl Wal {
                 return;
             }
         }
+        self.add_spare(lane);
+    }
+
+    /// Makes lane `lane` a spare, holding no lock, and gives it to the
+    /// lane (best effort: see [`make_spare`](Self::make_spare)).
+    fn add_spare(&self, lane: usize) {
         if let Some(spare) = self.make_spare(lane) {
             self.install_spare(lane, spare);
         }
@@ -1513,15 +1521,17 @@ impl<'s> LaneReader<'s> {
                 match parse(&data[off.min(data.len())..]) {
                     Parsed::End => Step::End,
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
-                    Parsed::Bad(what) => Step::Bad(
-                        what,
-                        valid_record_after(data, off + 8, self.prev + 1),
-                        data[off..]
-                            .iter()
-                            .rposition(|&b| b != 0)
-                            .map(|last| (off as u64, last + 1)),
-                        cut_by_power_loss(data, off),
-                    ),
+                    Parsed::Bad(what) => {
+                        // Where the segment's written bytes end (one scan,
+                        // for both uses below).
+                        let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                        Step::Bad(
+                            what,
+                            valid_record_after(data, off + 8, self.prev + 1),
+                            (written_end > off).then(|| (off as u64, written_end - off)),
+                            cut_by_power_loss(data, off, written_end),
+                        )
+                    }
                 }
             };
             match step {
@@ -1717,7 +1727,8 @@ const SECTOR: usize = 512;
 /// its first sectors reached the disk and the rest did not (a segment is
 /// preallocated, so what was never written reads as zeros). A record within
 /// one sector is never cut, and written bytes past it are other damage.
-fn cut_by_power_loss(data: &[u8], off: usize) -> bool {
+/// `written_end`: where the segment's written (non-zero) bytes end.
+fn cut_by_power_loss(data: &[u8], off: usize, written_end: usize) -> bool {
     let Some(head) = data.get(off..off + 4) else {
         return false;
     };
@@ -1731,7 +1742,6 @@ fn cut_by_power_loss(data: &[u8], off: usize) -> bool {
         return false; // no record is longer than its segment
     }
     let last_boundary = (off + size - 1) / SECTOR * SECTOR;
-    let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     last_boundary > off && written_end <= last_boundary
 }
 
@@ -2085,7 +2095,7 @@ mod tests {
         assert!(again, "no spare for the busy lane after 2 s");
         let st = lock(&wal.lanes[0].state);
         let cur = st.cur.as_ref().unwrap();
-        assert!(cur.offset < cur.map.len() / 8, "{}", cur.offset);
+        assert!(!cur.eighth_used(), "{}", cur.offset);
         drop(st);
         // Every record reads back, in order, across the renamed spare.
         let seen = hash_records(&*fs, dir.path());
