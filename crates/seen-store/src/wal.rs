@@ -34,8 +34,9 @@
 //! sub-filter's capacity, dump loads) goes to lane 0. A record that
 //! depends on a lane-0 record (an add on its filter's create, say) is
 //! appended after that one has returned, and so has the higher lsn (the
-//! barrier of [`Wal::take_lsn`]); two adds that may go to any lane can
-//! have their lsns in either order, which cannot matter. Under `Always`
+//! barrier of [`Wal::take_lsn`]); two adds that may go to any lane, from
+//! two threads, can have their lsns in either order, which cannot change
+//! the bits; one thread's take rising lsns. Under `Always`
 //! there is one lane: every commit syncs every lane that holds records,
 //! and one file takes one `fdatasync`.
 //!
@@ -265,10 +266,13 @@ const LSN_BLOCK: u64 = 64;
 thread_local! {
     /// The lane this thread tries first (see [`Wal::lock_any`]).
     static HOME_LANE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
-    /// The lsn this thread's last [`Wal::append_prepared`] got (0 for
-    /// none): a prediction of the next one's, nothing more.
-    static LAST_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The log (its [`Wal::id`]) this thread last appended to, and the
+    /// lsn its record got (see [`Wal::take_lsn`]).
+    static LAST_TAKEN: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
+
+/// Hands out [`Wal::id`]s.
+static NEXT_WAL: AtomicU64 = AtomicU64::new(1);
 
 /// Hands out home lanes to threads in turn.
 static NEXT_HOME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -308,6 +312,8 @@ const PAGE_WINDOW: usize = 2 << 20;
 /// only reads (`poisoned`, the policy, ...): a read-mostly field sharing a
 /// line with a written one costs a miss on every call, on every core.
 pub(crate) struct Wal {
+    /// Unique in the process (for the thread-local `LAST_TAKEN`).
+    id: u64,
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     policy: FsyncPolicy,
@@ -578,6 +584,7 @@ impl Wal {
                 })
                 .collect(),
             active,
+            id: NEXT_WAL.fetch_add(1, Ordering::Relaxed),
             next_lsn: CachePadded::new(AtomicU64::new(next_lsn)),
             barrier: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             sync: CachePadded::new(Mutex::new(SyncState {
@@ -823,22 +830,44 @@ impl Wal {
     /// counter. A record appended after an ordered one has returned (an
     /// add after its filter's create, say) so always has the higher lsn.
     /// With one lane there are no blocks.
+    ///
+    /// A thread's records also take rising lsns (above the last this
+    /// thread took: a lane's block may be behind it when the thread comes
+    /// from another lane), so that replay applies one writer's adds in the
+    /// order it made them. Out of order, an add whose bits the later adds
+    /// had all set would count as present on replay, and the filter
+    /// reopen with a count one lower (the bits are the same).
     fn take_lsn(&self, st: &mut LaneState, ordered: bool) -> u64 {
-        if ordered || self.active == 1 {
+        let lsn = if ordered || self.active == 1 {
             let lsn = self.next_lsn.fetch_add(1, Ordering::AcqRel);
             if self.active > 1 {
                 self.barrier.fetch_max(lsn, Ordering::AcqRel);
             }
-            return lsn;
+            lsn
+        } else {
+            let (next, end) = st.block;
+            if next < end
+                && next > self.barrier.load(Ordering::Acquire)
+                && next > self.thread_last()
+            {
+                st.block.0 += 1;
+                next
+            } else {
+                let first = self.next_lsn.fetch_add(LSN_BLOCK, Ordering::AcqRel);
+                st.block = (first + 1, first + LSN_BLOCK);
+                first
+            }
+        };
+        LAST_TAKEN.with(|l| l.set((self.id, lsn)));
+        lsn
+    }
+
+    /// The lsn of this thread's last record in this log (0 if none).
+    fn thread_last(&self) -> u64 {
+        match LAST_TAKEN.with(|l| l.get()) {
+            (id, lsn) if id == self.id => lsn,
+            _ => 0,
         }
-        let (next, end) = st.block;
-        if next < end && next > self.barrier.load(Ordering::Acquire) {
-            st.block.0 += 1;
-            return next;
-        }
-        let first = self.next_lsn.fetch_add(LSN_BLOCK, Ordering::AcqRel);
-        st.block = (first + 1, first + LSN_BLOCK);
-        first
     }
 
     /// The lsn that a snapshot of a filter taken now covers (call it with
@@ -897,7 +926,7 @@ impl Wal {
     pub(crate) fn prepare_one(&self, kind: u8, id: u64, hash: ItemHash) -> Prepared {
         // The lsn after the one this thread's last such append got: the
         // next of its lane's block, most of the time.
-        let lsn = match LAST_TAKEN.with(|l| l.get()) {
+        let lsn = match self.thread_last() {
             0 => self.next_lsn.load(Ordering::Relaxed),
             last => last.wrapping_add(1),
         };
@@ -920,7 +949,6 @@ impl Wal {
             buf.copy_from_slice(&rec.bytes[..rec.len]);
         })?;
         drop(st);
-        LAST_TAKEN.with(|l| l.set(lsn));
         Ok(lsn)
     }
 
@@ -2031,6 +2059,35 @@ mod tests {
         wal.reset_after_checkpoint(epoch).unwrap();
         assert_eq!(wal.synced_lsn.load(Ordering::Acquire), synced);
         assert!(synced < lsn);
+    }
+
+    #[test]
+    fn one_threads_records_take_rising_lsns_across_lanes() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        HOME_LANE.with(|h| h.set(0));
+        wal.add_spare(1);
+        assert!(lock(&wal.lanes[1].state).spare.is_some());
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        let a = wal.append_hashes(2, 1, &h, true).unwrap();
+        // Lane 0 held elsewhere: the record goes to lane 1 (its spare),
+        // from a block of lsns above lane 0's.
+        let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                let _st = lock(&wal.lanes[0].state);
+                held.0.send(()).unwrap();
+                release.1.recv().unwrap();
+            })
+        };
+        held.1.recv().unwrap();
+        let b = wal.append_hashes(2, 1, &h, true).unwrap();
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(lock(&wal.lanes[1].state).cur.is_some(), "went to lane 1");
+        // Back in lane 0, whose block is behind `b`: a new block.
+        let c = wal.append_hashes(2, 1, &h, true).unwrap();
+        assert!(a < b && b < c, "{a} {b} {c}");
     }
 
     #[test]
