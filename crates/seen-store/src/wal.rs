@@ -26,7 +26,9 @@
 //! recovery merges the lanes by lsn. A writer tries its
 //! own lane first, then any free one: one preempted while it holds a lane
 //! (50 writers sharing 2 cores) no longer stops the others, as it did when
-//! the log had one mutex. Only adds whose order against other records does
+//! the log had one mutex. A free lane that would have to make a segment
+//! file first is passed by if another can take the record at once (see
+//! [`Wal::lock_any`]). Only adds whose order against other records does
 //! not matter go to any lane: adds to a fixed-size Bloom filter, and the
 //! adds with reserved room to a scalable chain (bits only get set, so any
 //! order gives the same filter). Every other record (create, delete,
@@ -185,6 +187,9 @@ struct LaneState {
     /// (created, preallocated and mapped, under a temporary name): a roll
     /// renames it instead of making one on the writer's path.
     spare: Option<Spare>,
+    /// A writer passed the lane by, for it would have had to make a
+    /// segment file (see [`Wal::lock_any`]).
+    wanted: bool,
     /// The lane's last roll was of a full segment, and its checkpoint
     /// roll, if any since, of one at least an eighth full: a busy lane,
     /// which gets its next spare at once (see [`LaneState::spare_due`]).
@@ -199,13 +204,26 @@ impl LaneState {
     /// snapshots were written back, a
     /// spare took up to a second (create and preallocate wait behind
     /// them), and a lane that filled its segment first made one itself,
-    /// its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10).
+    /// its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10). A lane
+    /// with no segment yet gets one once a writer has passed it by for
+    /// that (see [`Wal::lock_any`]).
     fn spare_due(&self) -> bool {
         self.spare.is_none()
-            && self
+            && match &self.cur {
+                Some(c) => self.busy || c.eighth_used(),
+                None => self.wanted,
+            }
+    }
+
+    /// Whether a record of `total` bytes goes into the lane with no
+    /// segment file made on the way: its segment has room, or a spare
+    /// waits.
+    fn takes_at_once(&self, total: usize) -> bool {
+        self.spare.is_some()
+            || self
                 .cur
                 .as_ref()
-                .is_some_and(|c| self.busy || c.eighth_used())
+                .is_some_and(|c| c.offset + total <= c.map.len())
     }
 }
 
@@ -542,6 +560,7 @@ impl Wal {
                 segments: Vec::new(),
                 block: (0, 0),
                 spare: None,
+                wanted: false,
                 busy: false,
             })
             .collect();
@@ -749,11 +768,21 @@ impl Wal {
         (0, lock(&self.lanes[0].state))
     }
 
-    /// Some lane, for a record that may go to any: the thread's own lane
-    /// if it is free, else the first free one after it, else (all busy)
-    /// the thread's own once it is free. A writer whose lane's holder has
-    /// been preempted so goes on in another lane.
-    fn lock_any(&self) -> (usize, MutexGuard<'_, LaneState>) {
+    /// Some lane, for a record of `total` bytes that may go to any: the
+    /// thread's own lane if it is free, else the first free one after it,
+    /// else (all busy) the thread's own once it is free. A writer whose
+    /// lane's holder has been preempted so goes on in another lane.
+    ///
+    /// A free lane that would have to make a segment file before it could
+    /// take the record (it has none yet, or its segment is full, and no
+    /// spare) is passed by: on a disk busy with a checkpoint's writeback,
+    /// making one took up to 2.2 s, all of it a pause for the writer
+    /// (BENCHMARKS.md, session 11). The lane is marked, so that the page
+    /// helper makes it a spare. If no free lane can take the record at
+    /// once, the writer waits for the first busy one (held for an append,
+    /// most likely); with none busy, the first passed by makes its
+    /// segment.
+    fn lock_any(&self, total: usize) -> (usize, MutexGuard<'_, LaneState>) {
         if self.active == 1 {
             return self.lock_ordered();
         }
@@ -763,15 +792,41 @@ impl Wal {
             }
             h.get()
         }) % self.active;
+        let mut slow = None;
+        let mut busy = None;
         for k in 0..self.active {
             let i = (home + k) % self.active;
-            match self.lanes[i].state.try_lock() {
-                Ok(st) => return (i, st),
-                Err(std::sync::TryLockError::Poisoned(e)) => return (i, e.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+            let mut st = match self.lanes[i].state.try_lock() {
+                Ok(st) => st,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    busy = busy.or(Some(i));
+                    continue;
+                }
+            };
+            if st.takes_at_once(total) {
+                return (i, st);
+            }
+            if !st.wanted {
+                st.wanted = true;
+                if let Some(helper) = self.pages.get() {
+                    helper.unpark();
+                }
+            }
+            // Kept (try_lock never waits, so holding it cannot deadlock)
+            // in case no other lane can take the record at once.
+            if slow.is_none() {
+                slow = Some((i, st));
             }
         }
-        (home, lock(&self.lanes[home].state))
+        match (busy, slow) {
+            // Released first: waiting holding a lane could deadlock.
+            (Some(b), slow) => {
+                drop(slow);
+                (b, lock(&self.lanes[b].state))
+            }
+            (None, slow) => slow.unwrap_or_else(|| (home, lock(&self.lanes[home].state))),
+        }
     }
 
     /// Appends a record of `total` bytes to the lane held (`st`), written
@@ -908,7 +963,7 @@ impl Wal {
     ) -> Result<u64> {
         let total = hashes_record_len(kind, id, hashes.len());
         let (lane, mut st) = if any_lane {
-            self.lock_any()
+            self.lock_any(total)
         } else {
             self.lock_ordered()
         };
@@ -941,7 +996,7 @@ impl Wal {
     /// made for; returns its lsn. Same bytes as
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
-        let (lane, mut st) = self.lock_any();
+        let (lane, mut st) = self.lock_any(rec.len);
         let lsn = self.append_in(lane, &mut st, false, rec.len, |buf, lsn| {
             if lsn != rec.lsn {
                 rec.set_lsn(lsn);
@@ -2088,6 +2143,68 @@ mod tests {
         // Back in lane 0, whose block is behind `b`: a new block.
         let c = wal.append_hashes(2, 1, &h, true).unwrap();
         assert!(a < b && b < c, "{a} {b} {c}");
+    }
+
+    #[test]
+    fn a_writer_passes_by_a_lane_that_would_have_to_make_a_segment() {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 64 << 10);
+        let lanes = || -> Vec<usize> {
+            let mut l: Vec<usize> = segments_of(dir.path()).iter().map(|s| s.lane).collect();
+            l.sort();
+            l
+        };
+        assert_eq!(lanes(), [0]);
+        // This thread's own lane is lane 2, which has no segment yet: the
+        // record goes to lane 0, which has room, and lane 2 gets a spare
+        // from the page helper rather than a segment made on this path.
+        HOME_LANE.with(|h| h.set(2));
+        let h = |i: u64| [ItemHash { lo: i, hi: 5 }];
+        wal.append_hashes(2, 1, &h(0), true).unwrap();
+        assert_eq!(lanes(), [0]);
+        assert!(lock(&wal.lanes[2].state).wanted);
+        assert!(lock(&wal.lanes[2].state).cur.is_none());
+        let mut made = false;
+        for _ in 0..200 {
+            if lock(&wal.lanes[2].state).spare.is_some() {
+                made = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(made, "no spare for lane 2 after 2 s");
+        // Now lane 2 takes the next record, renaming its spare.
+        wal.append_hashes(2, 1, &h(1), true).unwrap();
+        assert_eq!(lanes(), [0, 2]);
+        // A lane whose segment is full and that has no spare is passed by
+        // too, while another can take the record at once.
+        let in_lane = |lane: usize| lanes().iter().filter(|&&l| l == lane).count();
+        let mut n = 2;
+        {
+            let mut st = lock(&wal.lanes[2].state);
+            let cur = st.cur.as_mut().unwrap();
+            cur.offset = cur.map.len() - 8;
+            st.spare = None;
+        }
+        wal.append_hashes(2, 1, &h(n), true).unwrap();
+        n += 1;
+        assert_eq!(in_lane(2), 1);
+        // With no lane able to take it at once, the own lane rolls. (The
+        // helper stops first, so that it makes no spare meanwhile.)
+        wal.stop.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(300));
+        for lane in &wal.lanes {
+            let mut st = lock(&lane.state);
+            st.spare = None;
+            if let Some(cur) = st.cur.as_mut() {
+                cur.offset = cur.map.len() - 8;
+            }
+        }
+        wal.append_hashes(2, 1, &h(n), true).unwrap();
+        n += 1;
+        assert_eq!(in_lane(2), 2);
+        // Every record reads back.
+        let seen = hash_records(&*fs, dir.path());
+        assert_eq!(seen.len() as u64, n);
     }
 
     #[test]
