@@ -22,6 +22,15 @@ pub trait FsFile: Send + Sync {
     /// An independent handle to the same open file (for syncing from
     /// another thread).
     fn try_clone(&self) -> io::Result<Box<dyn FsFile>>;
+    /// Starts writing the bytes `written_to..upto` back to disk, and waits
+    /// until those below `written_to` are (Linux: `sync_file_range`; not
+    /// durable: no metadata, no cache flush). A writer of a large file
+    /// calls it as it goes, so that the file's dirty pages never pile up
+    /// (see `snapshot::WRITE_BEHIND`). Elsewhere it does nothing.
+    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
+        let _ = (written_to, upto);
+        Ok(())
+    }
 }
 
 /// File-system operations.
@@ -90,6 +99,31 @@ impl FsFile for RealFile {
     }
     fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
         Ok(Box::new(RealFile(self.0.try_clone()?)))
+    }
+    #[cfg(target_os = "linux")]
+    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let range = |from: u64, to: u64, flags: libc::c_uint| {
+            let (from, len) = (from as libc::off64_t, (to - from) as libc::off64_t);
+            // SAFETY: a plain system call on a file descriptor we own.
+            match unsafe { libc::sync_file_range(self.0.as_raw_fd(), from, len, flags) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
+        };
+        if upto > written_to {
+            range(written_to, upto, libc::SYNC_FILE_RANGE_WRITE)?;
+        }
+        if written_to > 0 {
+            range(
+                0,
+                written_to,
+                libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+            )?;
+        }
+        Ok(())
     }
 }
 

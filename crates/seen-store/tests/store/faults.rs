@@ -27,6 +27,10 @@ struct Faults {
     /// it was created at).
     spares_renamed: std::sync::Mutex<Vec<PathBuf>>,
     spares_synced: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
+    /// Starting a writeback (`write_behind`) fails; the calls made, as
+    /// (written_to, upto).
+    eio_write_behind: AtomicBool,
+    write_behinds: std::sync::Mutex<Vec<(u64, u64)>>,
 }
 
 struct FaultyFs {
@@ -86,6 +90,17 @@ impl FsFile for FaultyFile {
             faults: self.faults.clone(),
             spare: self.spare.clone(),
         }))
+    }
+    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
+        if self.faults.eio_write_behind.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.faults
+            .write_behinds
+            .lock()
+            .unwrap()
+            .push((written_to, upto));
+        self.inner.write_behind(written_to, upto)
     }
 }
 
@@ -400,6 +415,76 @@ fn short_snapshot_write_keeps_the_old_snapshot() {
         assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
         drop(s);
         // No temp file is left, and the old snapshot plus the log have it all.
+        let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
+            .count();
+        assert_eq!(leftovers, 0, "{spec:?}");
+        check_acked(dir.path(), &acked);
+    }
+}
+
+#[test]
+fn a_snapshot_is_written_back_as_it_goes_and_a_failure_there_keeps_the_old_one() {
+    // Filters of about 24 MiB: their snapshots start the writeback every
+    // 8 MiB (so that a checkpoint's dirty pages never pile up), and an
+    // error there fails the checkpoint like a failed write.
+    let counting = FilterSpec::Counting {
+        capacity: 4_000_000,
+        error_rate: 0.01,
+    };
+    let big_bloom = FilterSpec::Bloom {
+        capacity: 20_000_000,
+        error_rate: 0.01,
+        layout: seen_core::Layout::Blocked,
+    };
+    for spec in [big_bloom, counting] {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
+        s.create(b"f", &spec).unwrap();
+        let mut acked = Vec::new();
+        for i in 0..100 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+            acked.push(i);
+        }
+        s.checkpoint().unwrap();
+        let calls = std::mem::take(&mut *faults.write_behinds.lock().unwrap());
+        let snapshot = std::fs::read_dir(dir.path().join("snapshots"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .max()
+            .unwrap();
+        assert!(snapshot > 16 << 20, "{spec:?}: {snapshot} bytes");
+        // A call per 8 MiB or so (written a MiB at a time at most), each
+        // starting where the one before ended, none past the file's end.
+        let n = calls.len() as u64;
+        assert!(
+            n >= snapshot / (9 << 20) && n <= snapshot / (8 << 20),
+            "{spec:?}: {calls:?}"
+        );
+        let mut at = 0;
+        for &(from, to) in &calls {
+            assert_eq!(from, at, "{spec:?}: {calls:?}");
+            assert!(
+                (8 << 20..9 << 20).contains(&(to - from)),
+                "{spec:?}: {calls:?}"
+            );
+            assert!(to <= snapshot, "{spec:?}: {calls:?}");
+            at = to;
+        }
+        for i in 100..200 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+            acked.push(i);
+        }
+        faults.eio_write_behind.store(true, Ordering::SeqCst);
+        let e = s.checkpoint().unwrap_err();
+        assert!(e.to_string().contains("write"), "{spec:?}: {e}");
+        faults.eio_write_behind.store(false, Ordering::SeqCst);
+        // The filter is not left locked, and is checkpointed again.
+        s.add(b"f", &[&item(200)], None).unwrap();
+        acked.push(200);
+        assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
+        drop(s);
         let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
             .unwrap()
             .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
