@@ -401,27 +401,40 @@ fn short_snapshot_write_keeps_the_old_snapshot() {
             acked.push(i);
         }
         s.checkpoint().unwrap();
-        for i in 100..200 {
-            s.add(b"f", &[&item(i)], None).unwrap();
-            acked.push(i);
-        }
-        faults.short_write.store(true, Ordering::SeqCst);
-        let e = s.checkpoint().unwrap_err();
-        assert!(e.to_string().contains("write"), "{spec:?}: {e}");
-        faults.short_write.store(false, Ordering::SeqCst);
-        // The filter is not left locked: adds and a lookup go on.
-        s.add(b"f", &[&item(200)], None).unwrap();
-        acked.push(200);
-        assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
-        drop(s);
-        // No temp file is left, and the old snapshot plus the log have it all.
-        let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
-            .count();
-        assert_eq!(leftovers, 0, "{spec:?}");
-        check_acked(dir.path(), &acked);
+        fail_a_checkpoint(dir.path(), s, &spec, &faults.short_write, acked);
     }
+}
+
+/// Adds items 100 to 199 to filter "f" of `s` (in `dir`; `acked` holds
+/// those added so far), then has a checkpoint fail with `fault` on: the
+/// error names a write, the filter is not left locked, no temp file is
+/// left, and the old snapshot plus the log hold every item.
+fn fail_a_checkpoint(
+    dir: &Path,
+    s: Store,
+    spec: &FilterSpec,
+    fault: &AtomicBool,
+    mut acked: Vec<usize>,
+) {
+    for i in 100..200 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+        acked.push(i);
+    }
+    fault.store(true, Ordering::SeqCst);
+    let e = s.checkpoint().unwrap_err();
+    assert!(e.to_string().contains("write"), "{spec:?}: {e}");
+    fault.store(false, Ordering::SeqCst);
+    // The filter is not left locked: adds and a lookup go on.
+    s.add(b"f", &[&item(200)], None).unwrap();
+    acked.push(200);
+    assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
+    drop(s);
+    let leftovers = std::fs::read_dir(dir.join("snapshots"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
+        .count();
+    assert_eq!(leftovers, 0, "{spec:?}");
+    check_acked(dir, &acked);
 }
 
 #[test]
@@ -472,25 +485,7 @@ fn a_snapshot_is_written_back_as_it_goes_and_a_failure_there_keeps_the_old_one()
             assert!(to <= snapshot, "{spec:?}: {calls:?}");
             at = to;
         }
-        for i in 100..200 {
-            s.add(b"f", &[&item(i)], None).unwrap();
-            acked.push(i);
-        }
-        faults.eio_write_behind.store(true, Ordering::SeqCst);
-        let e = s.checkpoint().unwrap_err();
-        assert!(e.to_string().contains("write"), "{spec:?}: {e}");
-        faults.eio_write_behind.store(false, Ordering::SeqCst);
-        // The filter is not left locked, and is checkpointed again.
-        s.add(b"f", &[&item(200)], None).unwrap();
-        acked.push(200);
-        assert_eq!(s.contains(b"f", &[&item(7)]).unwrap(), Some(vec![true]));
-        drop(s);
-        let leftovers = std::fs::read_dir(dir.path().join("snapshots"))
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "tmp")
-            .count();
-        assert_eq!(leftovers, 0, "{spec:?}");
-        check_acked(dir.path(), &acked);
+        fail_a_checkpoint(dir.path(), s, &spec, &faults.eio_write_behind, acked);
     }
 }
 
