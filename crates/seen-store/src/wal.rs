@@ -38,7 +38,8 @@
 //! appended after that one has returned, and so has the higher lsn (the
 //! barrier of [`Wal::take_lsn`]); two adds that may go to any lane, from
 //! two threads, can have their lsns in either order, which cannot change
-//! the bits; one thread's take rising lsns. Under `Always`
+//! the bits; one thread's records take rising lsns (while it appends to
+//! one log: see [`Wal::take_lsn`]). Under `Always`
 //! there is one lane: every commit syncs every lane that holds records,
 //! and one file takes one `fdatasync`.
 //!
@@ -54,8 +55,8 @@
 //! runs a writer, and they stop counting as the process's memory).
 //! It also makes each lane's next segment ahead (a spare: created,
 //! preallocated and mapped under a temporary name), once an eighth of the
-//! current one is used, or at once for a busy lane (see
-//! [`LaneState::spare_due`]); a checkpoint gives each lane it rolls one
+//! current one is used, or at once for a busy lane or one with no segment
+//! that a writer passed by (see [`LaneState::spare_due`]); a checkpoint gives each lane it rolls one
 //! before it writes its snapshots. So a roll renames a spare rather than
 //! doing that I/O on a writer's path, where it took 200-300 ms, and up to
 //! 1.5 s, behind a checkpoint's writeback (BENCHMARKS.md, sessions 9 and
@@ -187,8 +188,8 @@ struct LaneState {
     /// (created, preallocated and mapped, under a temporary name): a roll
     /// renames it instead of making one on the writer's path.
     spare: Option<Spare>,
-    /// A writer passed the lane by, for it would have had to make a
-    /// segment file (see [`Wal::lock_any`]).
+    /// A writer passed the lane by since its last roll, for it would have
+    /// had to make a segment file (see [`Wal::lock_any`]).
     wanted: bool,
     /// The lane's last roll was of a full segment, and its checkpoint
     /// roll, if any since, of one at least an eighth full: a busy lane,
@@ -792,6 +793,7 @@ impl Wal {
             }
             h.get()
         }) % self.active;
+        // The first free lane passed by, and the first busy one.
         let mut slow = None;
         let mut busy = None;
         for k in 0..self.active {
@@ -813,20 +815,17 @@ impl Wal {
                     helper.unpark();
                 }
             }
-            // Kept (try_lock never waits, so holding it cannot deadlock)
-            // in case no other lane can take the record at once.
-            if slow.is_none() {
-                slow = Some((i, st));
+            slow = slow.or(Some(i));
+        }
+        // No guard is held while waiting (that could deadlock).
+        if let Some(b) = busy {
+            let st = lock(&self.lanes[b].state);
+            if slow.is_none() || st.takes_at_once(total) {
+                return (b, st);
             }
         }
-        match (busy, slow) {
-            // Released first: waiting holding a lane could deadlock.
-            (Some(b), slow) => {
-                drop(slow);
-                (b, lock(&self.lanes[b].state))
-            }
-            (None, slow) => slow.unwrap_or_else(|| (home, lock(&self.lanes[home].state))),
-        }
+        let i = slow.unwrap_or(home);
+        (i, lock(&self.lanes[i].state))
     }
 
     /// Appends a record of `total` bytes to the lane held (`st`), written
@@ -891,7 +890,9 @@ impl Wal {
     /// from another lane), so that replay applies one writer's adds in the
     /// order it made them. Out of order, an add whose bits the later adds
     /// had all set would count as present on replay, and the filter
-    /// reopen with a count one lower (the bits are the same).
+    /// reopen with a count one lower (the bits are the same). The thread
+    /// remembers one log: a thread that appends to two stores in turn gets
+    /// no such order in either.
     fn take_lsn(&self, st: &mut LaneState, ordered: bool) -> u64 {
         let lsn = if ordered || self.active == 1 {
             let lsn = self.next_lsn.fetch_add(1, Ordering::AcqRel);
@@ -979,8 +980,8 @@ impl Wal {
     /// its way, so that the encoding and its CRC run in the shadow of that
     /// miss rather than after it.
     pub(crate) fn prepare_one(&self, kind: u8, id: u64, hash: ItemHash) -> Prepared {
-        // The lsn after the one this thread's last such append got: the
-        // next of its lane's block, most of the time.
+        // The lsn after the one this thread's last record got: the next of
+        // its lane's block, most of the time.
         let lsn = match self.thread_last() {
             0 => self.next_lsn.load(Ordering::Relaxed),
             last => last.wrapping_add(1),
@@ -1077,6 +1078,7 @@ impl Wal {
         })?;
         st.next_seq += 1;
         st.segments.push((first_lsn, next.path.clone(), None));
+        st.wanted = false;
         if let Some(old) = st.cur.replace(next) {
             if self.policy != FsyncPolicy::No {
                 st.unsynced.push(old.file.clone());
@@ -1331,11 +1333,13 @@ impl Wal {
         }
     }
 
-    /// Gives lane `lane` the spare, unless it got one meanwhile (then the
-    /// file goes).
+    /// Gives lane `lane` the spare, unless it got one meanwhile or the log
+    /// is closing (then the file goes).
     fn install_spare(&self, lane: usize, spare: Spare) {
         let mut st = lock(&self.lanes[lane].state);
-        if st.spare.is_none() {
+        // A closing log takes no more (`drop` has removed, or is about to
+        // remove, the spares it has).
+        if st.spare.is_none() && !self.stop.load(Ordering::Relaxed) {
             st.spare = Some(spare);
         } else {
             drop(st);
@@ -2122,6 +2126,9 @@ mod tests {
         HOME_LANE.with(|h| h.set(0));
         wal.add_spare(1);
         assert!(lock(&wal.lanes[1].state).spare.is_some());
+        // No helper holding a lane for a moment: the writer would then
+        // wait for lane 0, which the holder below keeps till it is done.
+        stop_helper(&wal);
         let h = [ItemHash { lo: 1, hi: 2 }];
         let a = wal.append_hashes(2, 1, &h, true).unwrap();
         // Lane 0 held elsewhere: the record goes to lane 1 (its spare),
@@ -2143,6 +2150,42 @@ mod tests {
         // Back in lane 0, whose block is behind `b`: a new block.
         let c = wal.append_hashes(2, 1, &h, true).unwrap();
         assert!(a < b && b < c, "{a} {b} {c}");
+    }
+
+    /// Stops the page helper of `wal` (it makes and installs no more
+    /// spares, and holds no lane's mutex from now on).
+    fn stop_helper(wal: &Wal) {
+        wal.stop.store(true, Ordering::Relaxed);
+        if let Some(helper) = wal.pages.get() {
+            helper.unpark();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_writer_waits_for_a_busy_lane_rather_than_make_a_segment() {
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        stop_helper(&wal);
+        // Lane 0, the only one with a segment, is held for a moment;
+        // the others have no segment and no spare.
+        HOME_LANE.with(|h| h.set(2));
+        let held = std::sync::mpsc::channel();
+        let holder = {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                let _st = lock(&wal.lanes[0].state);
+                held.0.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            })
+        };
+        held.1.recv().unwrap();
+        let h = [ItemHash { lo: 3, hi: 4 }];
+        wal.append_hashes(2, 1, &h, true).unwrap();
+        holder.join().unwrap();
+        // It went to lane 0, once free: no lane made a segment.
+        let lanes: Vec<usize> = segments_of(dir.path()).iter().map(|s| s.lane).collect();
+        assert_eq!(lanes, [0]);
+        assert!(lock(&wal.lanes[2].state).wanted);
     }
 
     #[test]
@@ -2190,8 +2233,7 @@ mod tests {
         assert_eq!(in_lane(2), 1);
         // With no lane able to take it at once, the own lane rolls. (The
         // helper stops first, so that it makes no spare meanwhile.)
-        wal.stop.store(true, Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(300));
+        stop_helper(&wal);
         for lane in &wal.lanes {
             let mut st = lock(&lane.state);
             st.spare = None;
