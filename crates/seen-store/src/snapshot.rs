@@ -144,6 +144,8 @@ struct FsWrite<'a> {
     /// Bytes written, and where the writeback last started.
     written: u64,
     started: u64,
+    /// Whether to start the writeback as it goes.
+    pace: bool,
 }
 
 impl std::io::Write for FsWrite<'_> {
@@ -153,7 +155,7 @@ impl std::io::Write for FsWrite<'_> {
         let buf = &buf[..buf.len().min(1 << 20)];
         self.file.write_all(buf)?;
         self.written += buf.len() as u64;
-        if self.written - self.started >= WRITE_BEHIND {
+        if self.pace && self.written - self.started >= WRITE_BEHIND {
             self.file.write_behind(self.started, self.written)?;
             self.started = self.written;
         }
@@ -166,12 +168,16 @@ impl std::io::Write for FsWrite<'_> {
 
 /// Starts the snapshot of filter `id`: writes `header`, then lets `body`
 /// stream the filter into the temp file (through a 1 MiB buffer), then
-/// writes the [`trailer`] `body` returns.
+/// writes the [`trailer`] `body` returns. With `pace`, the file's
+/// writeback starts every [`WRITE_BEHIND`] bytes, and the part before
+/// waits for it: at the disk's speed, so not for a body that holds a
+/// filter's writers off.
 pub(crate) fn begin(
     fs: &dyn Fs,
     dir: &Path,
     id: u64,
     header: &[u8],
+    pace: bool,
     body: impl FnOnce(&mut dyn std::io::Write) -> Result<Vec<u8>>,
 ) -> Result<Pending> {
     let path = dir.join(file_name(id));
@@ -186,6 +192,7 @@ pub(crate) fn begin(
                 file: &mut *file,
                 written: header.len() as u64,
                 started: 0,
+                pace,
             },
         );
         let trailer = body(&mut w)?;

@@ -1906,7 +1906,7 @@ impl Store {
                         // exclusively, near a sub-filter's capacity) is
                         // encoded again, under its lock.
                         let mut grown = false;
-                        let written = snapshot::begin(fs, dir, e.id, &header, |w| {
+                        let written = snapshot::begin(fs, dir, e.id, &header, true, |w| {
                             let links = {
                                 let st = read_st(&e.state);
                                 st.filter.encode(w)?;
@@ -1929,7 +1929,8 @@ impl Store {
                                 let st = write_st(&e.state);
                                 let lsn = self.inner.wal.order_point();
                                 let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
-                                let written = snapshot::begin(fs, dir, e.id, &header, |w| {
+                                // Not paced: its writers wait for it.
+                                let written = snapshot::begin(fs, dir, e.id, &header, false, |w| {
                                     st.filter.encode(w)?;
                                     Ok(snapshot::trailer(0, 0, None))
                                 });
@@ -1941,8 +1942,10 @@ impl Store {
                             other => other.map(|p| (p, lsn)),
                         }
                     } else {
-                        snapshot::begin(fs, dir, e.id, &header, |w| self.copy_in_pieces(&e, w, lsn))
-                            .map(|p| (p, lsn))
+                        snapshot::begin(fs, dir, e.id, &header, true, |w| {
+                            self.copy_in_pieces(&e, w, lsn)
+                        })
+                        .map(|p| (p, lsn))
                     };
                     match written {
                         Ok(written) => Some(written),
