@@ -1823,7 +1823,9 @@ impl Store {
                 _ => Err(ErrorKind::WrongKind("a counting filter changed its kind").into()),
             }
         }
-        let mut out = counting(&write_st(&e.state))?.encode_in_pieces(w)?;
+        // The header only (its count is the trailer's to fix): no need to
+        // hold the writers off.
+        let mut out = counting(&read_st(&e.state))?.encode_in_pieces(w)?;
         let mut lsns = Vec::new();
         while out.remaining() > 0 {
             {

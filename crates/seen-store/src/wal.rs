@@ -56,8 +56,8 @@
 //! It also makes each lane's next segment ahead (a spare: created,
 //! preallocated and mapped under a temporary name), once an eighth of the
 //! current one is used, or at once for a busy lane or one with no segment
-//! that a writer passed by (see [`LaneState::spare_due`]); a checkpoint gives each lane it rolls one
-//! before it writes its snapshots. So a roll renames a spare rather than
+//! that a writer passed by (see [`LaneState::spare_due`]); a checkpoint
+//! gives each lane it rolls one before it writes its snapshots. So a roll renames a spare rather than
 //! doing that I/O on a writer's path, where it took 200-300 ms, and up to
 //! 1.5 s, behind a checkpoint's writeback (BENCHMARKS.md, sessions 9 and
 //! 10). A spare is not synced when made (that waits for whatever the disk
@@ -202,12 +202,11 @@ impl LaneState {
     /// eighth of its segment is used, so that a lane that hardly gets
     /// records has none until a checkpoint rolls it (which gives every lane
     /// it rolls a spare); a busy lane at once: made while a checkpoint's
-    /// snapshots were written back, a
-    /// spare took up to a second (create and preallocate wait behind
-    /// them), and a lane that filled its segment first made one itself,
-    /// its writers waiting 0.1-1.5 s (BENCHMARKS.md, session 10). A lane
-    /// with no segment yet gets one once a writer has passed it by for
-    /// that (see [`Wal::lock_any`]).
+    /// snapshots were written back, a spare took up to a second (create
+    /// and preallocate wait behind them), and a lane that filled its
+    /// segment first made one itself, its writers waiting 0.1-1.5 s
+    /// (BENCHMARKS.md, session 10). A lane with no segment yet gets one
+    /// once a writer has passed it by for that (see [`Wal::lock_any`]).
     fn spare_due(&self) -> bool {
         self.spare.is_none()
             && match &self.cur {
@@ -1323,8 +1322,7 @@ impl Wal {
         // sync that first counts a record in it as synced syncs the file,
         // its preallocation with it (`fdatasync` writes the metadata that
         // reading the data needs), and then the directory.
-        let r = segment_file(&*self.fs, &path, self.segment_size, false);
-        match r {
+        match segment_file(&*self.fs, &path, self.segment_size, false) {
             Ok((file, map)) => Some(Spare { path, map, file }),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");
@@ -2152,6 +2150,18 @@ mod tests {
         assert!(a < b && b < c, "{a} {b} {c}");
     }
 
+    /// Waits up to 2 s for `cond` (of the page helper's doing), failing
+    /// the test without it.
+    fn eventually(what: &str, cond: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if cond() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no {what} after 2 s");
+    }
+
     /// Stops the page helper of `wal` (it makes and installs no more
     /// spares, and holds no lane's mutex from now on).
     fn stop_helper(wal: &Wal) {
@@ -2206,15 +2216,9 @@ mod tests {
         assert_eq!(lanes(), [0]);
         assert!(lock(&wal.lanes[2].state).wanted);
         assert!(lock(&wal.lanes[2].state).cur.is_none());
-        let mut made = false;
-        for _ in 0..200 {
-            if lock(&wal.lanes[2].state).spare.is_some() {
-                made = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(made, "no spare for lane 2 after 2 s");
+        eventually("a spare for lane 2", || {
+            lock(&wal.lanes[2].state).spare.is_some()
+        });
         // Now lane 2 takes the next record, renaming its spare.
         wal.append_hashes(2, 1, &h(1), true).unwrap();
         assert_eq!(lanes(), [0, 2]);
@@ -2268,15 +2272,7 @@ mod tests {
             wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
             n += 1;
         }
-        let mut made = false;
-        for _ in 0..200 {
-            if lock(&wal.lanes[0].state).spare.is_some() {
-                made = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(made, "no spare after 2 s");
+        eventually("a spare", || lock(&wal.lanes[0].state).spare.is_some());
         let spare = lock(&wal.lanes[0].state)
             .spare
             .as_ref()
@@ -2299,16 +2295,10 @@ mod tests {
         // The lane rolled a full segment: it is busy, and gets its next
         // spare at once, with its new segment hardly used.
         assert!(lock(&wal.lanes[0].state).busy);
-        let mut again = false;
-        for _ in 0..200 {
+        eventually("a spare for the busy lane", || {
             wal.pages.get().unwrap().unpark();
-            if lock(&wal.lanes[0].state).spare.is_some() {
-                again = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(again, "no spare for the busy lane after 2 s");
+            lock(&wal.lanes[0].state).spare.is_some()
+        });
         let st = lock(&wal.lanes[0].state);
         let cur = st.cur.as_ref().unwrap();
         assert!(!cur.eighth_used(), "{}", cur.offset);

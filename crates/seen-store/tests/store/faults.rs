@@ -155,16 +155,21 @@ impl Fs for FaultyFs {
 }
 
 fn faulty(dir: &Path, fsync: FsyncPolicy) -> (Store, Arc<Faults>) {
-    let faults = Arc::new(Faults::default());
-    let fs = Arc::new(FaultyFs {
-        real: RealFs,
-        faults: faults.clone(),
-    });
     let opts = StoreOptions {
         fsync,
         segment_size: 16 << 10,
         ..Default::default()
     };
+    faulty_with(dir, opts)
+}
+
+/// A store in `dir` with `opts` on the faulty file system.
+fn faulty_with(dir: &Path, opts: StoreOptions) -> (Store, Arc<Faults>) {
+    let faults = Arc::new(Faults::default());
+    let fs = Arc::new(FaultyFs {
+        real: RealFs,
+        faults: faults.clone(),
+    });
     (Store::open_with_fs(dir, opts, fs).unwrap(), faults)
 }
 
@@ -333,11 +338,6 @@ fn a_remove_that_fails_part_way_leaves_the_filter_as_its_log() {
     // a reopen replays. (Applied only at the end, the live filter had none
     // of them and the reopened one all the logged ones.)
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    let fs = Arc::new(FaultyFs {
-        real: RealFs,
-        faults: faults.clone(),
-    });
     let opts = StoreOptions {
         fsync: FsyncPolicy::Always,
         // The first record of the remove (1 MiB of hashes) fits in a fresh
@@ -345,7 +345,7 @@ fn a_remove_that_fails_part_way_leaves_the_filter_as_its_log() {
         segment_size: (1 << 20) + (50 << 10),
         ..Default::default()
     };
-    let s = Store::open_with_fs(dir.path(), opts, fs).unwrap();
+    let (s, faults) = faulty_with(dir.path(), opts);
     let spec = FilterSpec::Counting {
         capacity: 100_000,
         error_rate: 0.01,
