@@ -17,6 +17,26 @@ pub trait FsFile: Send + Sync {
     /// Reserves `len` bytes of disk for the file (no sparse holes), so that
     /// writing into a memory map of it can never hit a full disk.
     fn allocate(&self, len: u64) -> io::Result<()>;
+    /// Writes zeros over the first `len` bytes, so that every block of
+    /// them is allocated and written. Unlike [`allocate`](Self::allocate),
+    /// which leaves the blocks marked unwritten on ext4 and XFS, a later
+    /// `fdatasync` of data written there has no extent to convert, no
+    /// metadata to write. The zeros go in 4 KiB writes: larger ones leave
+    /// large folios in the page cache, and a record written into one
+    /// through a memory map dirties, and has the next sync write, the
+    /// whole folio (BENCHMARKS.md, session 12).
+    fn zero_fill(&self, len: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        static ZEROS: [u8; 4096] = [0; 4096];
+        let file = self.std_file();
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(ZEROS.len() as u64) as usize;
+            file.write_all_at(&ZEROS[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
     /// The underlying file, to memory-map it or read it.
     fn std_file(&self) -> &File;
     /// An independent handle to the same open file (for syncing from

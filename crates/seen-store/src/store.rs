@@ -26,7 +26,9 @@ use crate::wal::{self, FsyncPolicy, Wal};
 pub struct StoreOptions {
     /// When the log is synced.
     pub fsync: FsyncPolicy,
-    /// Size of each preallocated log segment.
+    /// Size of each preallocated log segment (under
+    /// [`FsyncPolicy::Always`] at most 8 MiB, whose zeros are written
+    /// when it is made: see docs/FORMAT.md, section 6.1).
     pub segment_size: u64,
     /// Largest filter (bytes of bits) the store creates or loads.
     pub max_filter_bytes: u64,

@@ -5,7 +5,8 @@
 //! current segment file. The bytes are then in the kernel's page cache, so
 //! they survive the process being killed (`kill -9`) at once; only a power
 //! failure can lose what was not yet synced. Each segment is preallocated
-//! with `fallocate` when it is created, so writing into the map can never
+//! when it is created (`fallocate`; under `Always` zeros written and
+//! synced, see [`Wal::zero_fill`]), so writing into the map can never
 //! meet a full disk: a full disk shows up as an error when a segment is
 //! created, and the mutation that needed it fails cleanly.
 //!
@@ -295,6 +296,13 @@ static NEXT_WAL: AtomicU64 = AtomicU64::new(1);
 /// Hands out home lanes to threads in turn.
 static NEXT_HOME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The largest zero-filled segment (see [`Wal::zero_fill`]): writing the
+/// zeros of 8 MiB and syncing them took about 50 ms here, 64 MiB 0.35-0.47 s,
+/// which an open, a checkpoint, or a roll that found no spare ready would
+/// wait for. It still holds the largest record a store writes (a dump
+/// chunk's piece of at most 4 MiB).
+const ZERO_FILLED_SEGMENT: u64 = 8 << 20;
+
 /// The longest a writer waits for a running sync by yielding before it
 /// sleeps on the condition variable.
 const SPIN_WAIT: Duration = Duration::from_millis(2);
@@ -336,6 +344,18 @@ pub(crate) struct Wal {
     dir: PathBuf,
     policy: FsyncPolicy,
     segment_size: u64,
+    /// Segments are preallocated by writing zeros (and syncing them), not
+    /// by `fallocate`: under `Always` only. A sync of records written into
+    /// blocks that `fallocate` reserved also converts them to written in
+    /// the file's extent metadata, and waits for that to be written too
+    /// (here, ext4 without a journal: a synchronous write of the inode's
+    /// block). With 50 writers a sync so took 800-900 us rather than
+    /// 350-400 us on this VM's disk (BENCHMARKS.md, session 12). The cost:
+    /// an open and a checkpoint each write and sync 8 or 16 MiB of zeros
+    /// (about 50 and 100 ms). Not under `EverySec` and `No`, whose writers
+    /// log up to 100 MB/s and would have each segment written twice, for
+    /// syncs that no writer waits for.
+    zero_fill: bool,
     /// The largest record an append takes: one that fits in a segment,
     /// and whose length stays below the short record's flag.
     max_record: u64,
@@ -368,18 +388,24 @@ pub(crate) struct Wal {
 }
 
 /// Creates the file of a segment (or spare) at `path`: preallocated to
-/// `size`, synced if `sync`, and mapped. A failure removes it.
+/// `size` (zeros written and synced if `zero_fill`, see
+/// [`Wal::zero_fill`]), synced if `sync`, and mapped. A failure removes it.
 fn segment_file(
     fs: &dyn Fs,
     path: &Path,
     size: u64,
     sync: bool,
+    zero_fill: bool,
 ) -> Result<(Arc<dyn FsFile>, Arc<MmapRaw>)> {
     let file = fs.create(path).map_err(|e| io_err("create", path, e))?;
     let made = (|| {
-        file.allocate(size)
-            .map_err(|e| io_err("preallocate", path, e))?;
-        if sync {
+        if zero_fill {
+            file.zero_fill(size)
+        } else {
+            file.allocate(size)
+        }
+        .map_err(|e| io_err("preallocate", path, e))?;
+        if sync || zero_fill {
             file.sync_data().map_err(|e| io_err("sync", path, e))?;
         }
         map(&*file, path)
@@ -585,7 +611,21 @@ impl Wal {
             }
             lane.segments.push((s.first_lsn, s.path, s.last_lsn));
         }
-        let first = Self::new_segment(&*fs, &dir, segment_size, next_lsn, 0, lanes[0].next_seq)?;
+        let zero_fill = policy == FsyncPolicy::Always;
+        let segment_size = if zero_fill {
+            segment_size.min(ZERO_FILLED_SEGMENT)
+        } else {
+            segment_size
+        };
+        let first = Self::new_segment(
+            &*fs,
+            &dir,
+            segment_size,
+            zero_fill,
+            next_lsn,
+            0,
+            lanes[0].next_seq,
+        )?;
         lanes[0].segments.push((next_lsn, first.path.clone(), None));
         lanes[0].next_seq += 1;
         lanes[0].cur = Some(first);
@@ -594,6 +634,7 @@ impl Wal {
             dir,
             policy,
             segment_size,
+            zero_fill,
             max_record: segment_size.min(u64::from(SHORT_FLAG) - 1),
             lanes: lanes
                 .into_iter()
@@ -738,16 +779,18 @@ impl Wal {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn new_segment(
         fs: &dyn Fs,
         dir: &Path,
         size: u64,
+        zero_fill: bool,
         first_lsn: u64,
         lane: usize,
         seq: u64,
     ) -> Result<Segment> {
         let path = dir.join(segment_name(first_lsn, lane, seq));
-        let (file, map) = segment_file(fs, &path, size, true)?;
+        let (file, map) = segment_file(fs, &path, size, true, zero_fill)?;
         if let Err(e) = fs.sync_dir(dir) {
             // Leave no half-made segment behind.
             let _ = fs.remove(&path);
@@ -1059,6 +1102,7 @@ impl Wal {
                 &*self.fs,
                 &self.dir,
                 self.segment_size,
+                self.zero_fill,
                 first_lsn,
                 lane,
                 seq,
@@ -1307,8 +1351,8 @@ impl Wal {
         }
     }
 
-    /// A spare segment for lane `lane`: created, preallocated (not synced) and
-    /// mapped, holding no lock. `None` if the log is closing, or on a
+    /// A spare segment for lane `lane`: created, preallocated (not synced
+    /// unless zero-filled) and mapped, holding no lock. `None` if the log is closing, or on a
     /// failure (a roll then makes its segment itself, and reports the
     /// failure if it has it too).
     fn make_spare(&self, lane: usize) -> Option<Spare> {
@@ -1316,13 +1360,15 @@ impl Wal {
             return None;
         }
         let path = self.dir.join(spare_name(lane));
-        // Not synced: that waits for whatever the disk is writing (a
+        // Not synced (unless zero-filled, under `Always`: a first sync of
+        // the file would otherwise write all its zeros while a writer
+        // waits): that waits for whatever the disk is writing (a
         // checkpoint's gigabyte took 0.4-1 s, and a roll that found no
         // spare ready made its segment itself, its writers waiting). The
         // sync that first counts a record in it as synced syncs the file,
         // its preallocation with it (`fdatasync` writes the metadata that
         // reading the data needs), and then the directory.
-        match segment_file(&*self.fs, &path, self.segment_size, false) {
+        match segment_file(&*self.fs, &path, self.segment_size, false, self.zero_fill) {
             Ok((file, map)) => Some(Spare { path, map, file }),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");

@@ -31,6 +31,9 @@ struct Faults {
     /// (written_to, upto).
     eio_write_behind: AtomicBool,
     write_behinds: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Files preallocated by `fallocate`, and by writing zeros.
+    allocated: std::sync::atomic::AtomicU64,
+    zero_filled: std::sync::atomic::AtomicU64,
 }
 
 struct FaultyFs {
@@ -79,7 +82,15 @@ impl FsFile for FaultyFile {
         if self.faults.enospc_allocate.load(Ordering::SeqCst) {
             return Err(enospc());
         }
+        self.faults.allocated.fetch_add(1, Ordering::SeqCst);
         self.inner.allocate(len)
+    }
+    fn zero_fill(&self, len: u64) -> io::Result<()> {
+        if self.faults.enospc_allocate.load(Ordering::SeqCst) {
+            return Err(enospc());
+        }
+        self.faults.zero_filled.fetch_add(1, Ordering::SeqCst);
+        self.inner.zero_fill(len)
     }
     fn std_file(&self) -> &File {
         self.inner.std_file()
@@ -328,6 +339,36 @@ fn a_renamed_spare_is_synced_before_a_record_in_it_is_acknowledged() {
     assert!(checked >= 2, "{checked} spares used");
     drop(s);
     check_acked(dir.path(), &(0..3000).collect::<Vec<_>>());
+}
+
+/// Under `always` a segment's zeros are written and synced when it is made,
+/// so that the syncs its writers wait for write no extent metadata; under
+/// `everysec` its blocks are only reserved. Either way nothing is lost,
+/// and a full disk during the zero fill is the full-disk test's error.
+#[test]
+fn segments_are_zero_filled_under_always_and_only_reserved_otherwise() {
+    for policy in [FsyncPolicy::Always, FsyncPolicy::EverySec] {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults) = faulty(dir.path(), policy);
+        s.create(b"f", &bloom()).unwrap();
+        // 16 KiB segments of 32-byte records: a roll every 512 adds.
+        for i in 0..3000 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+        let allocated = faults.allocated.load(Ordering::SeqCst);
+        let zero_filled = faults.zero_filled.load(Ordering::SeqCst);
+        // The first segment, and one for each of at least 5 rolls (made
+        // ahead as spares, or by the roll).
+        if policy == FsyncPolicy::Always {
+            assert!(zero_filled >= 6, "{policy:?}: {zero_filled} zero-filled");
+            assert_eq!(allocated, 0, "{policy:?}");
+        } else {
+            assert!(allocated >= 6, "{policy:?}: {allocated} allocated");
+            assert_eq!(zero_filled, 0, "{policy:?}");
+        }
+        drop(s);
+        check_acked(dir.path(), &(0..3000).collect::<Vec<_>>());
+    }
 }
 
 #[test]
