@@ -1371,19 +1371,31 @@ impl Store {
     ) -> Result<(AddOutcome, Pending)> {
         let h = filter.hash(item);
         filter.prefetch(h);
-        // Encoded while the filter's line is on its way (see `prepare_one`).
-        let mut record = self.inner.wal.prepare_one(2, id, h);
+        // Encoded, and written into the log (not yet appended), while the
+        // filter's line is on its way (see `prepare_one`, `Reserved`).
+        let wal = &*self.inner.wal;
+        let mut record = wal.prepare_one(2, id, h);
+        let mut reserved = wal.reserve_prepared(&mut record);
         let mut new = Vec::with_capacity(1);
         filter.add_hashes_logged(
             &[h],
             |_| {
-                self.inner.wal.append_prepared(&mut record)?;
+                match reserved.take() {
+                    Some(r) => {
+                        r.commit();
+                    }
+                    None => {
+                        wal.append_prepared(&mut record)?;
+                    }
+                }
                 mark_dirty(dirty);
                 fence(Ordering::Release);
                 Ok::<(), Error>(())
             },
             &mut new,
         )?;
+        // Not needed (the item was present): the lane goes, unchanged.
+        drop(reserved);
         fence(Ordering::Acquire);
         let outcome = AddOutcome { new, stopped: None };
         Ok((outcome, Pending(self.inner.wal.last_lsn())))

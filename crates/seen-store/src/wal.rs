@@ -486,6 +486,53 @@ fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// A record of one hash written into its lane's segment at the append
+/// position, with the lane held, ahead of the check that decides whether
+/// it is needed (see [`Wal::reserve_prepared`]): the lock and the write
+/// then run while the filter's cache line is on its way, not after it
+/// (a locked instruction waits for every earlier load, the filter's
+/// missed line among them). [`commit`](Self::commit) makes it the lane's
+/// next record; dropped instead, it leaves the append position where it
+/// was and zeros its bytes again, so that nothing follows a lane's last
+/// record. (Left by a crash before either, they read as a record: the add
+/// of an item that was present, which replay finds with its bits set
+/// already; it can change the count, as concurrent adds can, see
+/// docs/FORMAT.md 6.3.)
+pub(crate) struct Reserved<'a> {
+    wal: &'a Wal,
+    lane: usize,
+    st: MutexGuard<'a, LaneState>,
+    lsn: u64,
+    committed: bool,
+}
+
+impl Reserved<'_> {
+    /// Makes the record the lane's next one, and lets the lane go; returns
+    /// its lsn.
+    pub(crate) fn commit(mut self) -> u64 {
+        let lsn = self.lsn;
+        let st = &mut *self.st;
+        st.block.0 = lsn + 1;
+        let cur = st.cur.as_mut().expect("reserved in a segment");
+        cur.offset += SHORT_RECORD;
+        self.wal.after_append(self.lane, cur);
+        LAST_TAKEN.with(|l| l.set((self.wal.id, lsn)));
+        self.committed = true;
+        lsn
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            if let Some(cur) = self.st.cur.as_mut() {
+                let off = cur.offset;
+                cur.bytes_mut(off, SHORT_RECORD).fill(0);
+            }
+        }
+    }
+}
+
 /// A record of one hash, encoded before its append (see
 /// [`Wal::prepare_one`]).
 pub(crate) struct Prepared {
@@ -1039,6 +1086,9 @@ impl Wal {
     /// made for; returns its lsn. Same bytes as
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
+        if let Some(r) = self.reserve_prepared(rec) {
+            return Ok(r.commit());
+        }
         let (lane, mut st) = self.lock_any(rec.len);
         let lsn = self.append_in(lane, &mut st, false, rec.len, |buf, lsn| {
             if lsn != rec.lsn {
@@ -1048,6 +1098,57 @@ impl Wal {
         })?;
         drop(st);
         Ok(lsn)
+    }
+
+    /// Writes a [`prepare_one`](Self::prepare_one)d add of one hash into
+    /// the thread's home lane at its append position, holding the lane,
+    /// ahead of the check that decides whether the record is needed (see
+    /// [`Reserved`]). The common case, in the fewest steps: a short
+    /// record, the home lane free, the log not poisoned, an lsn left in
+    /// the lane's block that [`take_lsn`](Self::take_lsn) would give, and
+    /// room in the lane's segment. `None`, with nothing taken or written,
+    /// when any of these fails: [`append_prepared`](Self::append_prepared)
+    /// then deals with it (choosing a lane, taking a block, rolling, the
+    /// poisoning error).
+    #[inline]
+    pub(crate) fn reserve_prepared(&self, rec: &mut Prepared) -> Option<Reserved<'_>> {
+        if self.active == 1 || rec.len != SHORT_RECORD {
+            return None;
+        }
+        let home = HOME_LANE.with(|h| h.get());
+        if home == usize::MAX {
+            return None; // the thread's first append: lock_any gives it one
+        }
+        let lane = home % self.active;
+        let mut st = match self.lanes[lane].state.try_lock() {
+            Ok(st) => st,
+            Err(_) => return None,
+        };
+        let (next, end) = st.block;
+        if self.is_poisoned()
+            || next >= end
+            || next <= self.barrier.load(Ordering::Acquire)
+            || next <= self.thread_last()
+        {
+            return None;
+        }
+        let cur = st.cur.as_mut()?;
+        let off = cur.offset;
+        if off + SHORT_RECORD > cur.map.len() {
+            return None;
+        }
+        if next != rec.lsn {
+            rec.set_lsn(next);
+        }
+        cur.bytes_mut(off, SHORT_RECORD)
+            .copy_from_slice(&rec.bytes[..SHORT_RECORD]);
+        Some(Reserved {
+            wal: self,
+            lane,
+            st,
+            lsn: next,
+            committed: false,
+        })
     }
 
     /// Starts a new segment in every lane whose current one holds any
@@ -2077,6 +2178,43 @@ mod tests {
                 (3, false, 5, vec![h]),
             ]
         );
+    }
+
+    #[test]
+    fn a_reserved_record_is_appended_on_commit_and_leaves_only_zeros_when_dropped() {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        HOME_LANE.with(|h| h.set(0));
+        let [a, x, y] = [1, 2, 3].map(|i| ItemHash { lo: i, hi: 10 * i });
+        // The first append gives the lane a block of lsns; the others
+        // take the next ones from it.
+        let first = wal.append_hashes(2, 5, &[a], true).unwrap();
+        let mut rx = wal.prepare_one(2, 5, x);
+        let reserved = wal.reserve_prepared(&mut rx).expect("the home lane takes it");
+        assert_eq!(reserved.lsn, first + 1);
+        drop(reserved);
+        // Nothing after the first record: the dropped one's bytes are
+        // zeros again, and its lsn is the next record's.
+        let seg = segments_of(dir.path());
+        let bytes = std::fs::read(&seg[0].path).unwrap();
+        assert!(bytes[SHORT_RECORD..].iter().all(|&b| b == 0));
+        assert_eq!(hash_records(&*fs, dir.path()), vec![(first, true, 5, vec![a])]);
+        let mut ry = wal.prepare_one(2, 6, y);
+        let reserved = wal.reserve_prepared(&mut ry).expect("the home lane takes it");
+        assert_eq!(reserved.commit(), first + 1);
+        // Held: no reservation (another writer's append goes elsewhere).
+        let held = lock(&wal.lanes[0].state);
+        assert!(wal.reserve_prepared(&mut rx).is_none());
+        drop(held);
+        assert_eq!(wal.append_prepared(&mut rx).unwrap(), first + 2);
+        assert_eq!(
+            hash_records(&*fs, dir.path()),
+            vec![
+                (first, true, 5, vec![a]),
+                (first + 1, true, 6, vec![y]),
+                (first + 2, true, 5, vec![x]),
+            ]
+        );
+        HOME_LANE.with(|h| h.set(usize::MAX));
     }
 
     #[test]
