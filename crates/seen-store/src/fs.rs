@@ -37,6 +37,15 @@ pub trait FsFile: Send + Sync {
         }
         Ok(())
     }
+    /// Drops the cached pages of bytes `from..to` (`to` = `u64::MAX`: to
+    /// the end) that are written to disk and not mapped (Linux
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)`), so that the memory goes back
+    /// to the page allocator while it is still warm; a later read reads
+    /// the disk. Loses nothing: dirty and mapped pages stay. A hint, so
+    /// errors are ignored; elsewhere it does nothing.
+    fn drop_cached(&self, from: u64, to: u64) {
+        let _ = (from, to);
+    }
     /// The underlying file, to memory-map it or read it.
     fn std_file(&self) -> &File;
     /// An independent handle to the same open file (for syncing from
@@ -101,7 +110,7 @@ pub(crate) fn install(
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
 
-struct RealFile(File);
+pub(crate) struct RealFile(pub(crate) File);
 
 impl FsFile for RealFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -119,6 +128,13 @@ impl FsFile for RealFile {
     }
     fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
         Ok(Box::new(RealFile(self.0.try_clone()?)))
+    }
+    #[cfg(target_os = "linux")]
+    fn drop_cached(&self, from: u64, to: u64) {
+        if to > from {
+            let len = std::num::NonZeroU64::new(to - from).filter(|_| to != u64::MAX);
+            let _ = rustix::fs::fadvise(&self.0, from, len, rustix::fs::Advice::DontNeed);
+        }
     }
     #[cfg(target_os = "linux")]
     fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {

@@ -16,7 +16,9 @@
 //!   its record. Many concurrent writers share one sync (group commit): the
 //!   first waiter syncs everything appended so far, the others wait for it.
 //! * `EverySec`: a background thread syncs once a second; a power failure
-//!   loses at most about the last second, a process kill nothing.
+//!   loses at most about the last second, a process kill nothing. Each
+//!   sync then drops the log pages it made durable from the page cache
+//!   (see [`Wal::drop_synced`]).
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
 //!   a process kill loses nothing.
 //!
@@ -167,6 +169,9 @@ struct Segment {
     file: Arc<dyn FsFile>,
     offset: usize,
     path: PathBuf,
+    /// The pages below this have been dropped from the page cache after a
+    /// sync, or were mapped when that was done (see [`Wal::drop_synced`]).
+    dropped: usize,
 }
 
 /// What one lane's appends write, under its mutex.
@@ -296,6 +301,9 @@ static NEXT_WAL: AtomicU64 = AtomicU64::new(1);
 /// Hands out home lanes to threads in turn.
 static NEXT_HOME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// A page of the log's memory maps.
+const PAGE: usize = 4096;
+
 /// The largest zero-filled segment (see [`Wal::zero_fill`]): writing the
 /// zeros of 8 MiB and syncing them took about 50 ms here, 64 MiB 0.35-0.47 s,
 /// which an open, a checkpoint, or a roll that found no spare ready would
@@ -356,6 +364,17 @@ pub(crate) struct Wal {
     /// log up to 100 MB/s and would have each segment written twice, for
     /// syncs that no writer waits for.
     zero_fill: bool,
+    /// A sync drops what it made durable from the page cache (see
+    /// [`FsFile::drop_cached`]): under `EverySec`. Its writers log up to
+    /// 150 MB/s, and each page of log they fill is a fresh page of memory,
+    /// which on this VM (nested virtualisation, free pages handed back to
+    /// the host) costs microseconds to touch first; pages given back to the
+    /// allocator a second later are taken again while still warm, and the
+    /// log no longer fills the page cache. 50 writers of 100 items per
+    /// call: 79% of the in-memory filter's adds/s before, 84% with it
+    /// (BENCHMARKS.md, session 12). Not under `Always`, which syncs
+    /// thousands of times a second, nor `No`, which does not sync.
+    drop_synced: bool,
     /// The largest record an append takes: one that fits in a segment,
     /// and whose length stays below the short record's flag.
     max_record: u64,
@@ -682,6 +701,7 @@ impl Wal {
             policy,
             segment_size,
             zero_fill,
+            drop_synced: policy == FsyncPolicy::EverySec,
             max_record: segment_size.min(u64::from(SHORT_FLAG) - 1),
             lanes: lanes
                 .into_iter()
@@ -849,6 +869,7 @@ impl Wal {
             file,
             offset: 0,
             path,
+            dropped: 0,
         })
     }
 
@@ -1361,13 +1382,29 @@ impl Wal {
         // mutex in turn waits for any append still writing one of them.
         let mut target = self.last_lsn();
         let mut files = Vec::new();
+        // What the sync lets go from the page cache: (file, from, to).
+        let mut drops = Vec::new();
         let mut path = self.dir.clone();
         for lane in &self.lanes {
             let mut st = lock(&lane.state);
+            if self.drop_synced {
+                drops.extend(st.unsynced.iter().map(|f| (f.clone(), 0, u64::MAX)));
+            }
             files.append(&mut st.unsynced);
-            if let Some(cur) = &st.cur {
+            if let Some(cur) = &mut st.cur {
                 files.push(cur.file.clone());
                 path = cur.path.clone();
+                if self.drop_synced {
+                    // Below the append position's page, written for good;
+                    // again from where the page helper may still have had
+                    // pages mapped last time.
+                    let to = cur.offset / PAGE * PAGE;
+                    let from = cur.dropped.saturating_sub(2 * PAGE_WINDOW);
+                    if to > from {
+                        drops.push((cur.file.clone(), from as u64, to as u64));
+                        cur.dropped = to;
+                    }
+                }
             }
             // Lsns of the lane's block not used yet are records to come,
             // which this sync does not cover.
@@ -1388,6 +1425,11 @@ impl Wal {
         let mut s = lock(&self.sync);
         s.in_progress = false;
         self.sync_running.store(false, Ordering::Release);
+        if result.is_ok() {
+            for (f, from, to) in &drops {
+                f.drop_cached(*from, *to);
+            }
+        }
         let out = match result {
             Ok(()) => {
                 s.last_batch = target.saturating_sub(s.synced_lsn);
@@ -1429,6 +1471,7 @@ impl Wal {
             file: spare.file,
             offset: 0,
             path,
+            dropped: 0,
         })
     }
 
@@ -1995,7 +2038,7 @@ fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::RealFs;
+    use crate::fs::{RealFile, RealFs};
 
     /// The segments in `dir`, as the store finds them at open.
     fn segments_of(dir: &Path) -> Vec<SegmentFile> {
@@ -2189,7 +2232,9 @@ mod tests {
         // take the next ones from it.
         let first = wal.append_hashes(2, 5, &[a], true).unwrap();
         let mut rx = wal.prepare_one(2, 5, x);
-        let reserved = wal.reserve_prepared(&mut rx).expect("the home lane takes it");
+        let reserved = wal
+            .reserve_prepared(&mut rx)
+            .expect("the home lane takes it");
         assert_eq!(reserved.lsn, first + 1);
         drop(reserved);
         // Nothing after the first record: the dropped one's bytes are
@@ -2197,9 +2242,14 @@ mod tests {
         let seg = segments_of(dir.path());
         let bytes = std::fs::read(&seg[0].path).unwrap();
         assert!(bytes[SHORT_RECORD..].iter().all(|&b| b == 0));
-        assert_eq!(hash_records(&*fs, dir.path()), vec![(first, true, 5, vec![a])]);
+        assert_eq!(
+            hash_records(&*fs, dir.path()),
+            vec![(first, true, 5, vec![a])]
+        );
         let mut ry = wal.prepare_one(2, 6, y);
-        let reserved = wal.reserve_prepared(&mut ry).expect("the home lane takes it");
+        let reserved = wal
+            .reserve_prepared(&mut ry)
+            .expect("the home lane takes it");
         assert_eq!(reserved.commit(), first + 1);
         // Held: no reservation (another writer's append goes elsewhere).
         let held = lock(&wal.lanes[0].state);
@@ -2712,6 +2762,66 @@ mod tests {
             }
         }
         total
+    }
+
+    #[test]
+    fn a_sync_under_everysec_drops_what_it_made_durable_from_the_page_cache() {
+        /// Pages of `path` in the page cache (mincore over a fresh map).
+        fn cached_pages(path: &Path) -> usize {
+            let file = std::fs::File::open(path).unwrap();
+            // A read-only map that nothing reads through: mincore only
+            // looks at which of its pages are cached.
+            let map = memmap2::MmapOptions::new()
+                .map_raw_read_only(&file)
+                .unwrap();
+            let pages = map.len().div_ceil(PAGE);
+            let mut v = vec![0u8; pages];
+            // SAFETY: `v` has one byte per page of the mapping, which lives
+            // until the end of the function.
+            let rc = unsafe { libc::mincore(map.as_mut_ptr().cast(), map.len(), v.as_mut_ptr()) };
+            assert_eq!(rc, 0);
+            v.iter().filter(|&&b| b & 1 != 0).count()
+        }
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 4 << 20);
+        // About 10 MiB of 288-byte records, one lane: two segments and
+        // more. (The once-a-second sync may run meanwhile too.)
+        let record =
+            |i: u64| -> Vec<ItemHash> { (0..16).map(|j| ItemHash { lo: i, hi: j }).collect() };
+        let n = 10 * (1 << 20) / 288;
+        for i in 0..n {
+            wal.append_hashes(2, 7, &record(i), false).unwrap();
+        }
+        let mut segments = segments_of(dir.path());
+        segments.sort();
+        assert!(segments.len() >= 3);
+        wal.sync_all().unwrap();
+        // The segments rolled away from are gone from the page cache
+        // (where the file system drops pages at all: not tmpfs).
+        let probe = dir.path().join("probe");
+        std::fs::write(&probe, vec![1u8; 1 << 20]).unwrap();
+        let f = std::fs::File::open(&probe).unwrap();
+        f.sync_all().unwrap();
+        RealFile(f).drop_cached(0, u64::MAX);
+        if cached_pages(&probe) == 0 {
+            for seg in &segments[..segments.len() - 1] {
+                assert_eq!(cached_pages(&seg.path), 0, "{}", seg.path.display());
+            }
+        } else {
+            eprintln!("this file system keeps dropped pages: not checked");
+        }
+        // Every record reads back, from the disk.
+        let mut next = 0;
+        read_all(&*fs, &mut segments, false, |f| {
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add");
+            };
+            assert_eq!((f.lsn, add, id), (next + 1, true, 7));
+            assert_eq!(hashes.to_vec(), record(next));
+            next += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(next, n);
     }
 
     #[test]
