@@ -15,7 +15,9 @@ enum Op {
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
-        6 => (0u8..4, prop::collection::vec(0u16..2000, 1..20)).prop_map(|(f, v)| Op::Add(f, v)),
+        6 => (0u8..5, prop::collection::vec(0u16..2000, 1..20)).prop_map(|(f, v)| Op::Add(f, v)),
+        // Single items: the fast path of a server's adds.
+        4 => (0u8..5, 0u16..2000).prop_map(|(f, k)| Op::Add(f, vec![k])),
         1 => prop::collection::vec(0u16..2000, 1..5).prop_map(Op::Remove),
         1 => Just(Op::Checkpoint),
         1 => Just(Op::Reopen),
@@ -23,9 +25,9 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..40)
 }
 
-const NAMES: [&[u8]; 4] = [b"bloom", b"chain", b"count", b"full"];
+const NAMES: [&[u8]; 5] = [b"bloom", b"chain", b"count", b"full", b"blocked"];
 
-fn specs() -> [FilterSpec; 4] {
+fn specs() -> [FilterSpec; 5] {
     [
         FilterSpec::Bloom {
             capacity: 500,
@@ -51,6 +53,11 @@ fn specs() -> [FilterSpec; 4] {
             expansion: 2,
             nonscaling: true,
         },
+        FilterSpec::Bloom {
+            capacity: 500,
+            error_rate: 0.01,
+            layout: Layout::Blocked,
+        },
     ]
 }
 
@@ -73,6 +80,7 @@ proptest! {
         let chain = ScalableBloomFilter::builder(20, 0.01).build().unwrap();
         let mut count = CountingBloomFilter::new(500, 0.01).unwrap();
         let full = ScalableBloomFilter::builder(20, 0.01).nonscaling(true).build().unwrap();
+        let blocked = BloomFilter::new(500, 0.01).unwrap();
         for op in ops {
             match op {
                 Op::Add(f, keys) => {
@@ -91,7 +99,8 @@ proptest! {
                     let expect: Vec<bool> = items.iter().map(|i| match f {
                         0 => bloom.add(i),
                         1 => chain.add(i).unwrap(),
-                        _ => count.add(i),
+                        2 => count.add(i),
+                        _ => blocked.add(i),
                     }).collect();
                     prop_assert_eq!(out.new, expect);
                 }
@@ -119,7 +128,8 @@ proptest! {
                 0 => bloom.contains(p),
                 1 => chain.contains(p),
                 2 => count.contains(p),
-                _ => full.contains(p),
+                3 => full.contains(p),
+                _ => blocked.contains(p),
             }).collect();
             prop_assert_eq!(got, want);
         }
