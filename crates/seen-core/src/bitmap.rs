@@ -125,7 +125,7 @@ fn advise_huge_pages(blocks: &mut Vec<Block>) {
 }
 
 #[inline(always)]
-fn prefetch_read(ptr: *const i8) {
+pub(crate) fn prefetch_read(ptr: *const i8) {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (it is

@@ -160,6 +160,47 @@ pub struct BloomFilter {
     items: OwnLine,
 }
 
+/// What [`BloomFilter::hash`] and [`BloomFilter::prefetch`] need of a
+/// blocked filter, copied out of it ([`BloomFilter::prefetcher`]): for a
+/// caller that must take a lock before it may use the filter (a store's
+/// shared hold, say), so that the item's cache miss starts before the
+/// lock is taken rather than after. It holds the bit array's address as a
+/// number: a prefetch only hints the cache, and never faults or reads
+/// memory into the program, whatever the address (even if the filter is
+/// gone). A caller that uses the hash it gives for the filter itself must
+/// check [`Prefetcher::hashes_as`] first.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetcher {
+    algorithm: HashAlgorithm,
+    seed: u64,
+    base: usize,
+    blocks: u64,
+}
+
+impl Prefetcher {
+    /// The item's hash, as [`BloomFilter::hash`] of the filter it was
+    /// made from gives it.
+    #[inline]
+    pub fn hash(&self, item: &[u8]) -> ItemHash {
+        self.algorithm.hash(item, self.seed)
+    }
+
+    /// Starts loading the item's block, as [`BloomFilter::prefetch`] of
+    /// the filter it was made from does.
+    #[inline]
+    pub fn prefetch(&self, h: ItemHash) {
+        let block = crate::raw::fastrange(h.lo, self.blocks) as usize;
+        crate::bitmap::prefetch_read(self.base.wrapping_add(block * 64) as *const i8);
+    }
+
+    /// Whether `filter` hashes items as this does (same algorithm and
+    /// seed), so that [`hash`](Self::hash) is its hash.
+    #[inline]
+    pub fn hashes_as(&self, filter: &BloomFilter) -> bool {
+        self.algorithm == filter.hash_algorithm() && self.seed == filter.seed
+    }
+}
+
 /// A counter on cache lines of its own. Every add on every core writes
 /// the item count; next to the fields that every call only reads (the bit
 /// array's address and size), it would cost each call a miss whenever
@@ -391,6 +432,19 @@ impl BloomFilter {
     #[inline]
     pub fn prefetch(&self, h: ItemHash) {
         self.raw.prefetch(h);
+    }
+
+    /// What it takes to hash an item for this filter and start loading its
+    /// block, copied out of it (blocked layout; `None` for the classic
+    /// one): see [`Prefetcher`].
+    pub fn prefetcher(&self) -> Option<Prefetcher> {
+        let (base, blocks) = self.raw.block_addr_base()?;
+        Some(Prefetcher {
+            algorithm: self.hash_algorithm(),
+            seed: self.seed,
+            base,
+            blocks,
+        })
     }
 
     /// [`BloomFilter::contains`] for an already hashed item.
@@ -666,6 +720,29 @@ impl BloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefetcher_hashes_as_its_filter_and_only_the_blocked_layout_has_one() {
+        let f = BloomFilter::builder(10_000, 0.01).seed(42).build().unwrap();
+        let p = f.prefetcher().expect("blocked");
+        assert!(p.hashes_as(&f));
+        for i in 0..1000u32 {
+            let item = i.to_le_bytes();
+            let h = p.hash(&item);
+            assert_eq!(h, f.hash(item));
+            p.prefetch(h); // a hint: no effect to see, nor fault to meet
+        }
+        let other = BloomFilter::builder(10_000, 0.01).seed(43).build().unwrap();
+        assert!(!p.hashes_as(&other));
+        let classic = BloomFilter::builder(10_000, 0.01)
+            .layout(Layout::Classic)
+            .build()
+            .unwrap();
+        assert!(classic.prefetcher().is_none());
+        // The filter gone, its prefetcher still only hints.
+        drop(f);
+        p.prefetch(p.hash(b"x"));
+    }
 
     #[test]
     fn basic_both_layouts() {

@@ -53,7 +53,7 @@ mod scalable;
 pub mod sizing;
 mod stats;
 
-pub use bloom::{BloomFilter, FilterBuilder, DEFAULT_MAX_BYTES};
+pub use bloom::{BloomFilter, FilterBuilder, Prefetcher, DEFAULT_MAX_BYTES};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{Error, ErrorKind, Result};
 pub use format::{decode, AnyFilter, CountingWriter, DecodeOptions, FilterKind};

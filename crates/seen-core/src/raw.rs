@@ -176,6 +176,15 @@ impl RawFilter {
         })
     }
 
+    /// Where block `index`'s cache line starts, if there is such a block
+    /// (blocked layout), for [`crate::Prefetcher`].
+    pub(crate) fn block_addr_base(&self) -> Option<(usize, u64)> {
+        match self.layout {
+            Layout::Blocked => Some((self.map.block(0) as *const _ as usize, self.size)),
+            Layout::Classic => None,
+        }
+    }
+
     pub(crate) fn layout(&self) -> Layout {
         self.layout
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
 use seen_core::{
-    AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Removal,
+    AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Prefetcher, Removal,
     ScalableBloomFilter, DEFAULT_MAX_BYTES,
 };
 
@@ -98,6 +98,26 @@ struct Entry {
     /// own shard, so writers on several cores do not pass one lock word
     /// between their caches on every call.
     state: ShardedLock<EntryState>,
+    /// A fixed-size blocked Bloom filter's hash and block addresses,
+    /// copied out of it when the entry is made, so that a single-item add
+    /// starts the block's cache miss before it takes `state` (see
+    /// `add_to_entry`). Such a filter is never replaced inside its entry.
+    prefetcher: Option<Prefetcher>,
+}
+
+impl Entry {
+    fn new(id: u64, name: Vec<u8>, state: EntryState) -> Entry {
+        let prefetcher = match &state.filter {
+            AnyFilter::Bloom(b) => b.prefetcher(),
+            _ => None,
+        };
+        Entry {
+            id,
+            name,
+            state: ShardedLock::new(state),
+            prefetcher,
+        }
+    }
 }
 
 fn read_st(m: &ShardedLock<EntryState>) -> ShardedLockReadGuard<'_, EntryState> {
@@ -897,11 +917,7 @@ impl Store {
         by_id.sort_unstable_by_key(|(id, _)| *id);
         let mut filters: HashMap<Vec<u8>, Arc<Entry>> = HashMap::new();
         for (id, (name, state)) in by_id {
-            let entry = Arc::new(Entry {
-                id,
-                name: name.clone(),
-                state: ShardedLock::new(state),
-            });
+            let entry = Arc::new(Entry::new(id, name.clone(), state));
             if let Some(older) = filters.insert(name, entry) {
                 tracing::warn!(
                     "{}: two filters named {:?} (ids {} and {id}): a power loss kept the later but not the earlier one's delete; keeping the later",
@@ -1057,16 +1073,16 @@ impl Store {
             })?;
             map.insert(
                 name.to_vec(),
-                Arc::new(Entry {
+                Arc::new(Entry::new(
                     id,
-                    name: name.to_vec(),
-                    state: ShardedLock::new(EntryState {
+                    name.to_vec(),
+                    EntryState {
                         filter,
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
                         snap_lsn: 0,
-                    }),
-                }),
+                    },
+                )),
             );
             lsn
         };
@@ -1147,6 +1163,18 @@ impl Store {
         create: Option<&FilterSpec>,
         create_limit: u64,
     ) -> Result<(AddOutcome, Pending)> {
+        // A single item of a fixed-size Bloom filter (most adds of a
+        // server): its block's cache miss starts now, before the state's
+        // shared hold (a locked instruction, which waits for every earlier
+        // load) and the checks below.
+        let early = match (&entry.prefetcher, items) {
+            (Some(p), [item]) => {
+                let h = p.hash(item);
+                p.prefetch(h);
+                Some((p, h))
+            }
+            _ => None,
+        };
         // Fixed-size and scalable Bloom filters take concurrent adds (the
         // core makes the "new" answer exact): hold the state shared, so
         // that writers on several cores fill one filter at once.
@@ -1154,7 +1182,15 @@ impl Store {
             let st = read_st(&entry.state);
             if let (AnyFilter::Bloom(b), [item]) = (&st.filter, items) {
                 if !st.expired_now() {
-                    return self.add_one_bloom(entry.id, &st.dirty, b, item);
+                    let h = match early {
+                        Some((p, h)) if p.hashes_as(b) => h,
+                        _ => {
+                            let h = b.hash(item);
+                            b.prefetch(h);
+                            h
+                        }
+                    };
+                    return self.add_one_bloom(entry.id, &st.dirty, b, h);
                 }
             }
             if matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_)) {
@@ -1360,17 +1396,16 @@ impl Store {
     }
 
     /// [`add_bloom`](Self::add_bloom) of a single item (most calls of a
-    /// server), without its loops.
+    /// server), without its loops: its hash `h` (the filter's), whose
+    /// block the caller has started to load.
     #[inline]
     fn add_one_bloom(
         &self,
         id: u64,
         dirty: &AtomicBool,
         filter: &BloomFilter,
-        item: &[u8],
+        h: ItemHash,
     ) -> Result<(AddOutcome, Pending)> {
-        let h = filter.hash(item);
-        filter.prefetch(h);
         // Encoded, and written into the log (not yet appended), while the
         // filter's line is on its way (see `prepare_one`, `Reserved`).
         let wal = &*self.inner.wal;
@@ -1585,16 +1620,16 @@ impl Store {
             })?;
             map.insert(
                 name.to_vec(),
-                Arc::new(Entry {
+                Arc::new(Entry::new(
                     id,
-                    name: name.to_vec(),
-                    state: ShardedLock::new(EntryState {
+                    name.to_vec(),
+                    EntryState {
                         filter: AnyFilter::Scalable(filter),
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
                         snap_lsn: 0,
-                    }),
-                }),
+                    },
+                )),
             );
             lsn
         };
