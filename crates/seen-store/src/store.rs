@@ -1406,22 +1406,17 @@ impl Store {
         filter: &BloomFilter,
         h: ItemHash,
     ) -> Result<(AddOutcome, Pending)> {
-        // Encoded, and written into the log (not yet appended), while the
-        // filter's line is on its way (see `prepare_one`, `Reserved`).
+        // Encoded and appended while the filter's line is on its way (see
+        // `prepare_one`, `append_ahead`), taken back if not needed.
         let wal = &*self.inner.wal;
         let mut record = wal.prepare_one(2, id, h);
-        let mut reserved = wal.reserve_prepared(&mut record);
+        let ahead = wal.append_ahead(&mut record);
         let mut new = Vec::with_capacity(1);
         filter.add_hashes_logged(
             &[h],
             |_| {
-                match reserved.take() {
-                    Some(r) => {
-                        r.commit();
-                    }
-                    None => {
-                        wal.append_prepared(&mut record)?;
-                    }
+                if ahead.is_none() {
+                    wal.append_prepared(&mut record)?;
                 }
                 mark_dirty(dirty);
                 fence(Ordering::Release);
@@ -1429,8 +1424,13 @@ impl Store {
             },
             &mut new,
         )?;
-        // Not needed (the item was present): the lane goes, unchanged.
-        drop(reserved);
+        if let (Some(a), [false]) = (ahead, &new[..]) {
+            // The item was present. A record that stays (another came
+            // after it) is a change of the log since the last snapshot.
+            if !wal.take_back(a) {
+                mark_dirty(dirty);
+            }
+        }
         fence(Ordering::Acquire);
         let outcome = AddOutcome { new, stopped: None };
         Ok((outcome, Pending(self.inner.wal.last_lsn())))

@@ -505,51 +505,16 @@ fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// A record of one hash written into its lane's segment at the append
-/// position, with the lane held, ahead of the check that decides whether
-/// it is needed (see [`Wal::reserve_prepared`]): the lock and the write
-/// then run while the filter's cache line is on its way, not after it
-/// (a locked instruction waits for every earlier load, the filter's
-/// missed line among them). [`commit`](Self::commit) makes it the lane's
-/// next record; dropped instead, it leaves the append position where it
-/// was and zeros its bytes again, so that nothing follows a lane's last
-/// record. (Left by a crash before either, they read as a record: the add
-/// of an item that was present, which replay finds with its bits set
-/// already; it can change the count, as concurrent adds can, see
-/// docs/FORMAT.md 6.3.)
-pub(crate) struct Reserved<'a> {
-    wal: &'a Wal,
+/// A record of one hash appended ahead of the check that decides whether
+/// it is needed (see [`Wal::append_ahead`]), and where, so that it can be
+/// taken back ([`Wal::take_back`]).
+pub(crate) struct Ahead {
     lane: usize,
-    st: MutexGuard<'a, LaneState>,
+    /// The segment (its first lsn) and the record's offset in it.
+    segment: u64,
+    offset: usize,
+    /// The record's lsn.
     lsn: u64,
-    committed: bool,
-}
-
-impl Reserved<'_> {
-    /// Makes the record the lane's next one, and lets the lane go; returns
-    /// its lsn.
-    pub(crate) fn commit(mut self) -> u64 {
-        let lsn = self.lsn;
-        let st = &mut *self.st;
-        st.block.0 = lsn + 1;
-        let cur = st.cur.as_mut().expect("reserved in a segment");
-        cur.offset += SHORT_RECORD;
-        self.wal.after_append(self.lane, cur);
-        LAST_TAKEN.with(|l| l.set((self.wal.id, lsn)));
-        self.committed = true;
-        lsn
-    }
-}
-
-impl Drop for Reserved<'_> {
-    fn drop(&mut self) {
-        if !self.committed {
-            if let Some(cur) = self.st.cur.as_mut() {
-                let off = cur.offset;
-                cur.bytes_mut(off, SHORT_RECORD).fill(0);
-            }
-        }
-    }
 }
 
 /// A record of one hash, encoded before its append (see
@@ -1107,8 +1072,8 @@ impl Wal {
     /// made for; returns its lsn. Same bytes as
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
-        if let Some(r) = self.reserve_prepared(rec) {
-            return Ok(r.commit());
+        if let Some(a) = self.append_ahead(rec) {
+            return Ok(a.lsn);
         }
         let (lane, mut st) = self.lock_any(rec.len);
         let lsn = self.append_in(lane, &mut st, false, rec.len, |buf, lsn| {
@@ -1121,18 +1086,20 @@ impl Wal {
         Ok(lsn)
     }
 
-    /// Writes a [`prepare_one`](Self::prepare_one)d add of one hash into
-    /// the thread's home lane at its append position, holding the lane,
-    /// ahead of the check that decides whether the record is needed (see
-    /// [`Reserved`]). The common case, in the fewest steps: a short
-    /// record, the home lane free, the log not poisoned, an lsn left in
-    /// the lane's block that [`take_lsn`](Self::take_lsn) would give, and
-    /// room in the lane's segment. `None`, with nothing taken or written,
-    /// when any of these fails: [`append_prepared`](Self::append_prepared)
-    /// then deals with it (choosing a lane, taking a block, rolling, the
-    /// poisoning error).
+    /// Appends a [`prepare_one`](Self::prepare_one)d add of one hash to the
+    /// thread's home lane ahead of the check that decides whether it is
+    /// needed, while the filter's cache line is on its way: the lane's
+    /// lock, the lsn and the record's bytes then cost no time after the
+    /// miss, where a locked instruction would wait for it (it waits for
+    /// every earlier load), and the lane is held for a moment only. The
+    /// common case, in the fewest steps: a short record, the home lane
+    /// free, the log not poisoned, an lsn left in the lane's block that
+    /// [`take_lsn`](Self::take_lsn) would give, and room in the lane's
+    /// segment. `None`, with nothing taken or written, when any of these
+    /// fails: [`append_prepared`](Self::append_prepared) then deals with it
+    /// (choosing a lane, taking a block, rolling, the poisoning error).
     #[inline]
-    pub(crate) fn reserve_prepared(&self, rec: &mut Prepared) -> Option<Reserved<'_>> {
+    pub(crate) fn append_ahead(&self, rec: &mut Prepared) -> Option<Ahead> {
         if self.active == 1 || rec.len != SHORT_RECORD {
             return None;
         }
@@ -1163,13 +1130,38 @@ impl Wal {
         }
         cur.bytes_mut(off, SHORT_RECORD)
             .copy_from_slice(&rec.bytes[..SHORT_RECORD]);
-        Some(Reserved {
-            wal: self,
+        cur.offset = off + SHORT_RECORD;
+        self.after_append(lane, cur);
+        let segment = cur.first_lsn;
+        st.block.0 = next + 1;
+        LAST_TAKEN.with(|l| l.set((self.id, next)));
+        Some(Ahead {
             lane,
-            st,
+            segment,
+            offset: off,
             lsn: next,
-            committed: false,
         })
+    }
+
+    /// Takes back a record [`append_ahead`](Self::append_ahead) appended
+    /// that was not needed (the item was present), if it is still its
+    /// lane's last: the append position goes back and its bytes become
+    /// zeros again. Its lsn stays used (a sync may have counted it). Returns
+    /// whether it was taken back; a record that stays is the add of an item
+    /// that was present, which replay finds with its bits set already (it
+    /// can change the count, as concurrent adds can: docs/FORMAT.md 6.3).
+    pub(crate) fn take_back(&self, a: Ahead) -> bool {
+        let Ok(mut st) = self.lanes[a.lane].state.try_lock() else {
+            return false;
+        };
+        match st.cur.as_mut() {
+            Some(cur) if cur.first_lsn == a.segment && cur.offset == a.offset + SHORT_RECORD => {
+                cur.bytes_mut(a.offset, SHORT_RECORD).fill(0);
+                cur.offset = a.offset;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Starts a new segment in every lane whose current one holds any
@@ -2224,44 +2216,53 @@ mod tests {
     }
 
     #[test]
-    fn a_reserved_record_is_appended_on_commit_and_leaves_only_zeros_when_dropped() {
+    fn a_record_appended_ahead_is_taken_back_while_it_is_its_lanes_last() {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         HOME_LANE.with(|h| h.set(0));
-        let [a, x, y] = [1, 2, 3].map(|i| ItemHash { lo: i, hi: 10 * i });
+        let [a, x, y, z] = [1, 2, 3, 4].map(|i| ItemHash { lo: i, hi: 10 * i });
+        let zeros_after = |records: usize| {
+            let seg = segments_of(dir.path());
+            let bytes = std::fs::read(&seg[0].path).unwrap();
+            bytes[records * SHORT_RECORD..].iter().all(|&b| b == 0)
+        };
         // The first append gives the lane a block of lsns; the others
         // take the next ones from it.
         let first = wal.append_hashes(2, 5, &[a], true).unwrap();
         let mut rx = wal.prepare_one(2, 5, x);
-        let reserved = wal
-            .reserve_prepared(&mut rx)
-            .expect("the home lane takes it");
-        assert_eq!(reserved.lsn, first + 1);
-        drop(reserved);
-        // Nothing after the first record: the dropped one's bytes are
-        // zeros again, and its lsn is the next record's.
-        let seg = segments_of(dir.path());
-        let bytes = std::fs::read(&seg[0].path).unwrap();
-        assert!(bytes[SHORT_RECORD..].iter().all(|&b| b == 0));
+        let ax = wal.append_ahead(&mut rx).expect("the home lane takes it");
+        assert_eq!(ax.lsn, first + 1);
+        assert_eq!(hash_records(&*fs, dir.path()).len(), 2);
+        assert!(wal.take_back(ax));
+        // Nothing after the first record, and the lsn stays used.
+        assert!(zeros_after(1));
         assert_eq!(
             hash_records(&*fs, dir.path()),
             vec![(first, true, 5, vec![a])]
         );
         let mut ry = wal.prepare_one(2, 6, y);
-        let reserved = wal
-            .reserve_prepared(&mut ry)
-            .expect("the home lane takes it");
-        assert_eq!(reserved.commit(), first + 1);
-        // Held: no reservation (another writer's append goes elsewhere).
+        let ay = wal.append_ahead(&mut ry).expect("the home lane takes it");
+        assert_eq!(ay.lsn, first + 2);
+        // Another record after it: it stays.
+        let mut rz = wal.prepare_one(2, 7, z);
+        assert_eq!(wal.append_prepared(&mut rz).unwrap(), first + 3);
+        assert!(!wal.take_back(ay));
+        // Held by another: no append ahead, and no taking back.
         let held = lock(&wal.lanes[0].state);
-        assert!(wal.reserve_prepared(&mut rx).is_none());
+        assert!(wal.append_ahead(&mut rx).is_none());
         drop(held);
-        assert_eq!(wal.append_prepared(&mut rx).unwrap(), first + 2);
+        let mut rx = wal.prepare_one(2, 5, x);
+        let ax = wal.append_ahead(&mut rx).unwrap();
+        let held = lock(&wal.lanes[0].state);
+        assert!(!wal.take_back(ax));
+        drop(held);
+        assert!(zeros_after(4));
         assert_eq!(
             hash_records(&*fs, dir.path()),
             vec![
                 (first, true, 5, vec![a]),
-                (first + 1, true, 6, vec![y]),
-                (first + 2, true, 5, vec![x]),
+                (first + 2, true, 6, vec![y]),
+                (first + 3, true, 7, vec![z]),
+                (first + 4, true, 5, vec![x]),
             ]
         );
         HOME_LANE.with(|h| h.set(usize::MAX));
