@@ -882,6 +882,14 @@ impl Wal {
                 }
             };
             if st.takes_at_once(total) {
+                if busy == Some(home) {
+                    // The thread's lane was held (by a writer that may
+                    // have been preempted holding it, for a whole time
+                    // slice of the others): this one becomes its own, so
+                    // that its next appends take the short way
+                    // (`append_ahead`) rather than come here each time.
+                    HOME_LANE.with(|h| h.set(i));
+                }
                 return (i, st);
             }
             if !st.wanted {
