@@ -101,7 +101,9 @@ struct Entry {
     /// A fixed-size blocked Bloom filter's hash and block addresses,
     /// copied out of it when the entry is made, so that a single-item add
     /// starts the block's cache miss before it takes `state` (see
-    /// `add_to_entry`). Such a filter is never replaced inside its entry.
+    /// `add_to_entry`). Such a filter is never replaced inside its entry
+    /// while the store is open (only `Inner`'s drop empties the entries
+    /// still held, after which no call reaches them).
     prefetcher: Option<Prefetcher>,
 }
 

@@ -766,8 +766,10 @@ impl Wal {
                             *ahead = want;
                         }
                         // Every byte below the append position is written
-                        // for good (appends only move forward), so the
-                        // pages wholly below it can go.
+                        // for good (appends only move forward, but for a
+                        // record taken back at once, whose page is then
+                        // mapped back in), so the pages wholly below it can
+                        // go.
                         let done = offset / PAGE_WINDOW * PAGE_WINDOW;
                         if done > *behind {
                             // SAFETY: for a shared file mapping
@@ -1153,12 +1155,24 @@ impl Wal {
 
     /// Takes back a record [`append_ahead`](Self::append_ahead) appended
     /// that was not needed (the item was present), if it is still its
-    /// lane's last: the append position goes back and its bytes become
-    /// zeros again. Its lsn stays used (a sync may have counted it). Returns
-    /// whether it was taken back; a record that stays is the add of an item
-    /// that was present, which replay finds with its bits set already (it
-    /// can change the count, as concurrent adds can: docs/FORMAT.md 6.3).
+    /// lane's last and lies within one 512-byte sector: the append position
+    /// goes back and its bytes become zeros again. Its lsn stays used (a
+    /// sync may have counted it). Returns whether it was taken back; a
+    /// record that stays is the add of an item that was present, which
+    /// replay finds with its bits set already (it can change the count, as
+    /// concurrent adds can: docs/FORMAT.md 6.3).
+    ///
+    /// The sector: the record may have reached the disk already (a sync, or
+    /// the kernel's writeback), and the next record goes to the same bytes.
+    /// A power loss that kept the old version of one sector and the new one
+    /// of the next would leave a record of mixed halves in the middle of
+    /// the lane, which the reader rightly takes for corruption. Within one
+    /// sector, each version on disk holds this record whole, zeros, or the
+    /// next one whole (a disk writes a sector whole or not at all).
     pub(crate) fn take_back(&self, a: Ahead) -> bool {
+        if a.offset % SECTOR > SECTOR - SHORT_RECORD {
+            return false;
+        }
         let Ok(mut st) = self.lanes[a.lane].state.try_lock() else {
             return false;
         };
@@ -2226,6 +2240,8 @@ mod tests {
     #[test]
     fn a_record_appended_ahead_is_taken_back_while_it_is_its_lanes_last() {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
+        // No helper holding the lane for a moment meanwhile.
+        stop_helper(&wal);
         HOME_LANE.with(|h| h.set(0));
         let [a, x, y, z] = [1, 2, 3, 4].map(|i| ItemHash { lo: i, hi: 10 * i });
         let zeros_after = |records: usize| {
@@ -2273,6 +2289,34 @@ mod tests {
                 (first + 4, true, 5, vec![x]),
             ]
         );
+        // Not across a sector's end: fill up to 16 bytes before the end of
+        // a sector (a long record of one hash is 48 bytes, 16 past a
+        // multiple of 32; short ones fill the rest), then append one
+        // across it.
+        let offset = || lock(&wal.lanes[0].state).cur.as_ref().unwrap().offset;
+        wal.append_hashes(2, 1 << 31, &[z], true).unwrap();
+        let mut rz = wal.prepare_one(2, 7, z);
+        while offset() % SECTOR != SECTOR - 16 {
+            wal.append_prepared(&mut rz).unwrap();
+        }
+        let across = wal.append_ahead(&mut rz).unwrap();
+        assert!(
+            !wal.take_back(across),
+            "a record across a sector's end stays"
+        );
+        // Nor after a roll (a checkpoint's, say) moved the lane on.
+        let mut ry = wal.prepare_one(2, 6, y);
+        let before = wal.append_ahead(&mut ry).unwrap();
+        wal.start_new_segment().unwrap();
+        assert!(!wal.take_back(before));
+        // (The roll's lsn passed the lane's block: the long way first.)
+        let mut ry = wal.prepare_one(2, 6, y);
+        wal.append_prepared(&mut ry).unwrap();
+        let n = hash_records(&*fs, dir.path()).len();
+        let mut ry = wal.prepare_one(2, 6, y);
+        let after = wal.append_ahead(&mut ry).unwrap();
+        assert!(wal.take_back(after));
+        assert_eq!(hash_records(&*fs, dir.path()).len(), n);
         HOME_LANE.with(|h| h.set(usize::MAX));
     }
 
@@ -2388,8 +2432,12 @@ mod tests {
         release.0.send(()).unwrap();
         holder.join().unwrap();
         assert!(lock(&wal.lanes[1].state).cur.is_some(), "went to lane 1");
+        // Its lane was held: lane 1 is now this thread's own.
+        assert_eq!(HOME_LANE.with(|h| h.get()), 1);
         // Back in lane 0, whose block is behind `b`: a new block.
+        HOME_LANE.with(|h| h.set(0));
         let c = wal.append_hashes(2, 1, &h, true).unwrap();
+        assert!(lock(&wal.lanes[0].state).block.0 > b);
         assert!(a < b && b < c, "{a} {b} {c}");
     }
 
@@ -2462,6 +2510,9 @@ mod tests {
         eventually("a spare for lane 2", || {
             lock(&wal.lanes[2].state).spare.is_some()
         });
+        // No helper holding lane 2 for a moment from here on (the writer
+        // would go elsewhere, and make that lane its own).
+        stop_helper(&wal);
         // Now lane 2 takes the next record, renaming its spare.
         wal.append_hashes(2, 1, &h(1), true).unwrap();
         assert_eq!(lanes(), [0, 2]);
