@@ -71,9 +71,12 @@ fn crash_rounds(policy: &str, seed: u64) {
             check.extend((0..2000).map(|_| &acknowledged[rng.gen_range(0..before)]));
         }
         let refs: Vec<&[u8]> = check.iter().map(|s| s.as_bytes()).collect();
-        if !refs.is_empty() {
+        for filter in [&b"crash"[..], b"crash-bloom"] {
+            if refs.is_empty() {
+                break;
+            }
             let present = store
-                .contains(b"crash", &refs)
+                .contains(filter, &refs)
                 .unwrap()
                 .expect("filter exists");
             let lost: Vec<&&String> = check
@@ -84,7 +87,8 @@ fn crash_rounds(policy: &str, seed: u64) {
                 .collect();
             assert!(
                 lost.is_empty(),
-                "{policy} round {round}: {} acknowledged items lost, e.g. {:?}",
+                "{policy} round {round}, {}: {} acknowledged items lost, e.g. {:?}",
+                String::from_utf8_lossy(filter),
                 lost.len(),
                 &lost[..lost.len().min(5)]
             );

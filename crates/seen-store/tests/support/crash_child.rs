@@ -1,6 +1,9 @@
 //! Child process of the crash test: adds items through a store in a loop
 //! and prints the number of every item once its add was acknowledged, until
-//! the parent kills it.
+//! the parent kills it. Each item goes to a scalable chain in a batch (of 1
+//! to 7 items) and to a fixed-size Bloom filter on its own (the path of
+//! most of a server's adds), where an earlier item of the thread is added
+//! again too (present: its log record is taken back).
 //!
 //! Usage: seen-store-crash-child DIR always|everysec|no ROUND THREADS
 
@@ -35,6 +38,11 @@ fn main() {
         expansion: 2,
         nonscaling: false,
     };
+    let bloom = FilterSpec::Bloom {
+        capacity: 2_000_000,
+        error_rate: 0.001,
+        layout: Layout::Blocked,
+    };
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let store = store.clone();
@@ -48,6 +56,16 @@ fn main() {
                         .collect();
                     let refs: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
                     store.add(b"crash", &refs, Some(&spec)).expect("add");
+                    for item in &refs {
+                        store
+                            .add(b"crash-bloom", &[item], Some(&bloom))
+                            .expect("add");
+                    }
+                    let again = format!("r{round}-t{t}-{}", i / 2);
+                    if i > 0 {
+                        let out = store.add(b"crash-bloom", &[again.as_bytes()], Some(&bloom));
+                        assert_eq!(out.expect("add").new, [false], "{again} was added");
+                    }
                     let mut out = stdout.lock();
                     for it in &items {
                         writeln!(out, "{it}").expect("stdout");
