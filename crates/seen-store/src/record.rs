@@ -113,11 +113,15 @@ const fn crc_tables() -> [[u32; 256]; 8] {
 /// [`is_short`] allows) into `buf`, its 32 bytes.
 pub(crate) fn encode_short(buf: &mut [u8], id: u64, lsn: u64, hash: ItemHash) {
     debug_assert!(is_short(2, id, 1));
-    buf[0..4].copy_from_slice(&(id as u32 | SHORT_FLAG).to_le_bytes());
-    buf[8..16].copy_from_slice(&lsn.to_le_bytes());
-    buf[16..32].copy_from_slice(&hash.to_le_bytes());
-    let crc = short_crc(buf);
+    let buf: &mut [u8; SHORT_RECORD] = (&mut buf[..SHORT_RECORD]).try_into().expect("32 bytes");
+    let word = id as u32 | SHORT_FLAG;
+    // The CRC from the fields, not read back from the buffer.
+    let crc = crc32_words(word, [lsn, hash.lo, hash.hi]);
+    buf[0..4].copy_from_slice(&word.to_le_bytes());
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
+    buf[8..16].copy_from_slice(&lsn.to_le_bytes());
+    buf[16..24].copy_from_slice(&hash.lo.to_le_bytes());
+    buf[24..32].copy_from_slice(&hash.hi.to_le_bytes());
 }
 
 /// How to create a filter: what a `create` record stores.

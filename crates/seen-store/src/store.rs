@@ -1028,10 +1028,17 @@ impl Store {
 
     /// Before a mutation: a log whose sync failed is usable again only after
     /// a checkpoint of every filter has succeeded.
+    #[inline]
     fn ready_to_write(&self) -> Result<()> {
         if !self.inner.wal.is_poisoned() {
             return Ok(());
         }
+        self.recover_poisoned()
+    }
+
+    /// [`ready_to_write`](Self::ready_to_write) of a poisoned log.
+    #[cold]
+    fn recover_poisoned(&self) -> Result<()> {
         // One writer recovers; the others wait, then find the log usable
         // (or poisoned again, and recover from that), rather than each
         // checkpointing every filter in turn.
@@ -1582,6 +1589,7 @@ impl Store {
     /// fsync policy promises (`always`: synced; `everysec` and `no`:
     /// written to the log, which survives a process kill). Waiting for the
     /// largest of several `Pending`s covers them all.
+    #[inline]
     pub fn wait(&self, pending: Pending) -> Result<()> {
         if pending.0 == 0 {
             return Ok(());

@@ -802,12 +802,13 @@ impl Wal {
 
     /// Wakes the page helper when lane `lane`'s append position has moved
     /// into another window, or another segment.
+    #[inline]
     fn after_append(&self, lane: usize, cur: &Segment) {
-        if let Some(helper) = self.pages.get() {
-            let w = (cur.first_lsn << 24) ^ (cur.offset / PAGE_WINDOW) as u64;
-            let window = &self.lanes[lane].window;
-            if window.load(Ordering::Relaxed) != w {
-                window.store(w, Ordering::Relaxed);
+        let w = (cur.first_lsn << 24) ^ (cur.offset / PAGE_WINDOW) as u64;
+        let window = &self.lanes[lane].window;
+        if window.load(Ordering::Relaxed) != w {
+            window.store(w, Ordering::Relaxed);
+            if let Some(helper) = self.pages.get() {
                 helper.unpark();
             }
         }
@@ -1274,6 +1275,7 @@ impl Wal {
     }
 
     /// Waits until `lsn` is as durable as the policy promises.
+    #[inline]
     pub(crate) fn commit(&self, lsn: u64) -> Result<()> {
         match self.policy {
             FsyncPolicy::Always => self.sync_to(lsn),
@@ -1281,10 +1283,17 @@ impl Wal {
         }
     }
 
+    #[inline]
     fn check_poisoned(&self) -> Result<()> {
         if !self.is_poisoned() {
             return Ok(());
         }
+        self.poisoned_error()
+    }
+
+    /// The error of a poisoned log (`Ok` if a reset came first).
+    #[cold]
+    fn poisoned_error(&self) -> Result<()> {
         match &lock(&self.sync).poisoned {
             Some(p) => Err(ErrorKind::Poisoned(p.clone()).into()),
             None => Ok(()),
