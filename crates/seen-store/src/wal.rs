@@ -2833,6 +2833,28 @@ mod tests {
         total
     }
 
+    /// The hashes of the test record `i` of 16 hashes (288 bytes).
+    fn record16(i: u64) -> Vec<ItemHash> {
+        (0..16).map(|j| ItemHash { lo: i, hi: j }).collect()
+    }
+
+    /// Checks that the log holds `n` records of filter 7, lsns 1 to `n`,
+    /// record `i` being `record16(i - 1)`.
+    fn reads_back_in_order(fs: &dyn Fs, segments: &mut [SegmentFile], n: u64) {
+        let mut next = 0;
+        read_all(fs, segments, false, |f| {
+            let Rec::Hashes { add, id, hashes } = f.record else {
+                panic!("not an add");
+            };
+            assert_eq!((f.lsn, add, id), (next + 1, true, 7));
+            assert_eq!(hashes.to_vec(), record16(next));
+            next += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(next, n);
+    }
+
     #[test]
     fn a_sync_under_everysec_drops_what_it_made_durable_from_the_page_cache() {
         /// Pages of `path` in the page cache (mincore over a fresh map).
@@ -2854,11 +2876,9 @@ mod tests {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 4 << 20);
         // About 10 MiB of 288-byte records, one lane: two segments and
         // more. (The once-a-second sync may run meanwhile too.)
-        let record =
-            |i: u64| -> Vec<ItemHash> { (0..16).map(|j| ItemHash { lo: i, hi: j }).collect() };
         let n = 10 * (1 << 20) / 288;
         for i in 0..n {
-            wal.append_hashes(2, 7, &record(i), false).unwrap();
+            wal.append_hashes(2, 7, &record16(i), false).unwrap();
         }
         let mut segments = segments_of(dir.path());
         segments.sort();
@@ -2879,18 +2899,7 @@ mod tests {
             eprintln!("this file system keeps dropped pages: not checked");
         }
         // Every record reads back, from the disk.
-        let mut next = 0;
-        read_all(&*fs, &mut segments, false, |f| {
-            let Rec::Hashes { add, id, hashes } = f.record else {
-                panic!("not an add");
-            };
-            assert_eq!((f.lsn, add, id), (next + 1, true, 7));
-            assert_eq!(hashes.to_vec(), record(next));
-            next += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(next, n);
+        reads_back_in_order(&*fs, &mut segments, n);
     }
 
     #[test]
@@ -2899,11 +2908,9 @@ mod tests {
         let path = dir.path().join(segment_name(1, 0, 0));
         // 16-hash records of 288 bytes: about 24 MiB in all, in two halves
         // with a pause between them for the helper.
-        let record =
-            |i: u64| -> Vec<ItemHash> { (0..16).map(|j| ItemHash { lo: i, hi: j }).collect() };
         let n = 24 * (1 << 20) / 288;
         for i in 0..n {
-            wal.append_hashes(2, 7, &record(i), false).unwrap();
+            wal.append_hashes(2, 7, &record16(i), false).unwrap();
             if i == n / 2 {
                 std::thread::sleep(Duration::from_millis(300));
             }
@@ -2926,17 +2933,6 @@ mod tests {
         );
         // Every record reads back, byte for byte, from the page cache.
         let mut segments = segments_of(dir.path());
-        let mut next = 0;
-        read_all(&*fs, &mut segments, false, |f| {
-            let Rec::Hashes { add, id, hashes } = f.record else {
-                panic!("not an add");
-            };
-            assert_eq!((f.lsn, add, id), (next + 1, true, 7));
-            assert_eq!(hashes.to_vec(), record(next));
-            next += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(next, n);
+        reads_back_in_order(&*fs, &mut segments, n);
     }
 }
