@@ -176,8 +176,9 @@ impl RawFilter {
         })
     }
 
-    /// Where block `index`'s cache line starts, if there is such a block
-    /// (blocked layout), for [`crate::Prefetcher`].
+    /// The address of block 0's cache line and the number of blocks
+    /// (blocked layout; `None` for the classic one), for
+    /// [`crate::Prefetcher`].
     pub(crate) fn block_addr_base(&self) -> Option<(usize, u64)> {
         match self.layout {
             Layout::Blocked => Some((self.map.block(0) as *const _ as usize, self.size)),

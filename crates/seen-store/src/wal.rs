@@ -987,11 +987,7 @@ impl Wal {
             }
             lsn
         } else {
-            let (next, end) = st.block;
-            if next < end
-                && next > self.barrier.load(Ordering::Acquire)
-                && next > self.thread_last()
-            {
+            if let Some(next) = self.block_lsn(st) {
                 st.block.0 += 1;
                 next
             } else {
@@ -1002,6 +998,17 @@ impl Wal {
         };
         LAST_TAKEN.with(|l| l.set((self.id, lsn)));
         lsn
+    }
+
+    /// The next lsn of the lane's block, if a record that may go to any
+    /// lane can take it (see [`take_lsn`](Self::take_lsn)): the block is
+    /// not used up, and the lsn is above the barrier and above this
+    /// thread's last.
+    #[inline]
+    fn block_lsn(&self, st: &LaneState) -> Option<u64> {
+        let (next, end) = st.block;
+        (next < end && next > self.barrier.load(Ordering::Acquire) && next > self.thread_last())
+            .then_some(next)
     }
 
     /// The lsn of this thread's last record in this log (0 if none).
@@ -1123,14 +1130,10 @@ impl Wal {
             Ok(st) => st,
             Err(_) => return None,
         };
-        let (next, end) = st.block;
-        if self.is_poisoned()
-            || next >= end
-            || next <= self.barrier.load(Ordering::Acquire)
-            || next <= self.thread_last()
-        {
+        if self.is_poisoned() {
             return None;
         }
+        let next = self.block_lsn(&st)?;
         let cur = st.cur.as_mut()?;
         let off = cur.offset;
         if off + SHORT_RECORD > cur.map.len() {
