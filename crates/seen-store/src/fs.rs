@@ -80,6 +80,21 @@ pub trait Fs: Send + Sync + 'static {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Lists a directory's file names.
     fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// The machine's boot id (Linux: `/proc/sys/kernel/random/boot_id`),
+    /// which changes at every boot; zeros where there is none. The log's
+    /// sync mark keeps it, to tell a power loss from a process kill
+    /// (tests that model a power loss give another).
+    fn boot_id(&self) -> [u8; 16] {
+        let mut id = [0u8; 16];
+        if let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+            let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+            for (i, pair) in hex.chunks(2).take(16).enumerate() {
+                let digits = std::str::from_utf8(pair).unwrap_or("0");
+                id[i] = u8::from_str_radix(digits, 16).unwrap_or(0);
+            }
+        }
+        id
+    }
 }
 
 /// Makes `file`, written as `tmp` in directory `dir`, durable as `path`:

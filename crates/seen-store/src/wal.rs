@@ -22,6 +22,11 @@
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
 //!   a process kill loses nothing.
 //!
+//! After its segments' sync, a sync under `EverySec` (and one under
+//! `Always` at most every 100 ms) writes the sync mark, which tells the
+//! reader after a power loss which damage the loss can explain (see
+//! [`SyncMark`]).
+//!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
 //! sequence of segments with a mutex of its own; every record takes its
 //! lsn from one counter, under its lane's mutex (unordered adds 64 at a
@@ -162,6 +167,8 @@ pub(crate) fn parse_segment_name(path: &Path) -> Option<SegmentFile> {
 
 struct Segment {
     first_lsn: u64,
+    /// Its place in its lane.
+    seq: u64,
     /// Written only under the `state` mutex; shared with the page helper,
     /// which only passes address ranges to `madvise`.
     map: Arc<MmapRaw>,
@@ -404,6 +411,124 @@ pub(crate) struct Wal {
     /// A spare has been renamed into a segment since the last sync: the
     /// next one syncs the directory too.
     dir_dirty: AtomicBool,
+    /// Under `EverySec` and `Always`: the file a sync writes, after the
+    /// segments, how far every lane is durable in (see [`SyncMark`]).
+    mark: Option<Mutex<Box<dyn FsFile>>>,
+    /// When the log was opened, and (in ms from then) when a sync last
+    /// wrote the mark (under `Always`, see [`MARK_EVERY`]).
+    born: std::time::Instant,
+    marked_ms: AtomicU64,
+    /// The machine's boot id, for the mark ([`Fs::boot_id`]).
+    boot: [u8; 16],
+}
+
+/// How often, at most, a sync under `Always` writes the sync mark: an
+/// extra `fdatasync` of one sector, which each sync would otherwise pay.
+const MARK_EVERY: Duration = Duration::from_millis(100);
+
+/// The name of the file in the log directory that says how far each lane
+/// was synced (docs/FORMAT.md, section 6.4).
+pub(crate) const SYNC_MARK: &str = "SYNCED";
+
+/// What the file [`SYNC_MARK`] holds: for each lane, a segment (its place
+/// in the lane) and an offset in it below which, and in every earlier
+/// segment of the lane, the log was durable when the file was written.
+/// One 512-byte sector, written in place and synced after the segments'
+/// sync: a disk writes a sector whole or not at all, so after a power
+/// loss it holds the last such mark or the one before. Damage in a lane
+/// at or past its mark can be a power loss's (an unsynced part of the log
+/// reaches the disk in any order, sector by sector): the reader takes it
+/// for the lane's end. Damage below it cannot: corruption, which stops
+/// the open. Under `EverySec` every sync writes it; under `Always` at
+/// most every [`MARK_EVERY`] (in the power loss test, 1 round in 300
+/// without it left a torn record followed by a later sector of the same
+/// page write, and a store that would not open). `No` writes none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SyncMark {
+    /// The boot id of the machine when it was written ([`Fs::boot_id`]):
+    /// a reader on the same boot knows that no power loss came since, and
+    /// takes all damage for corruption.
+    pub(crate) boot: [u8; 16],
+    /// `(lane, seq, offset)`.
+    pub(crate) lanes: Vec<(usize, u64, u64)>,
+}
+
+const MARK_MAGIC: &[u8; 8] = b"SEENSYNC";
+const MARK_LANES: usize = (SECTOR - 32 - 4) / 24;
+
+impl SyncMark {
+    fn encode(&self) -> [u8; SECTOR] {
+        let mut out = [0u8; SECTOR];
+        out[..8].copy_from_slice(MARK_MAGIC);
+        out[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let n = self.lanes.len().min(MARK_LANES);
+        out[12..16].copy_from_slice(&(n as u32).to_le_bytes());
+        out[16..32].copy_from_slice(&self.boot);
+        for (i, (lane, seq, off)) in self.lanes.iter().take(n).enumerate() {
+            let at = 32 + 24 * i;
+            out[at..at + 8].copy_from_slice(&(*lane as u64).to_le_bytes());
+            out[at + 8..at + 16].copy_from_slice(&seq.to_le_bytes());
+            out[at + 16..at + 24].copy_from_slice(&off.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&out[..SECTOR - 4]);
+        out[SECTOR - 4..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// `None` for anything but a whole, valid mark of version 1.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<SyncMark> {
+        let b = bytes.get(..SECTOR)?;
+        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+        let long = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
+        if &b[..8] != MARK_MAGIC
+            || word(8) != 1
+            || crc32fast::hash(&b[..SECTOR - 4]) != word(SECTOR - 4)
+        {
+            return None;
+        }
+        let n = word(12) as usize;
+        if n > MARK_LANES {
+            return None;
+        }
+        let lanes = (0..n)
+            .map(|i| {
+                let at = 32 + 24 * i;
+                (long(at) as usize, long(at + 8), long(at + 16))
+            })
+            .collect();
+        Some(SyncMark {
+            boot: b[16..32].try_into().expect("16"),
+            lanes,
+        })
+    }
+
+    /// Reads the mark in log directory `dir`: `None` if there is none, if
+    /// it is damaged (then the reader keeps its rules for logs without
+    /// one, and says so), or if it was written on this boot (no power
+    /// loss since: all damage is corruption).
+    pub(crate) fn read(fs: &dyn Fs, dir: &Path) -> Option<SyncMark> {
+        let path = dir.join(SYNC_MARK);
+        let mut bytes = Vec::new();
+        match fs.open_read(&path) {
+            Ok(mut f) => std::io::Read::read_to_end(&mut f, &mut bytes).ok()?,
+            Err(_) => return None,
+        };
+        let mark = SyncMark::decode(&bytes);
+        if mark.is_none() {
+            tracing::warn!("{}: not a valid sync mark; ignored", path.display());
+        }
+        mark.filter(|m| m.boot != fs.boot_id())
+    }
+
+    /// Is `off` of segment `seq` of lane `lane` at or past the mark, where
+    /// an unsynced part of the log may have been when it was written?
+    pub(crate) fn unsynced(&self, lane: usize, seq: Option<u64>, off: usize) -> bool {
+        let Some(seq) = seq else { return false };
+        self.lanes
+            .iter()
+            .find(|(l, ..)| *l == lane)
+            .is_some_and(|&(_, s, o)| seq > s || (seq == s && off as u64 >= o))
+    }
 }
 
 /// Creates the file of a segment (or spare) at `path`: preallocated to
@@ -657,9 +782,28 @@ impl Wal {
             0,
             lanes[0].next_seq,
         )?;
+        // The sync mark: the old one stays until the first sync writes the
+        // new one (it still tells the truth about the segments it names,
+        // and every segment made since has a later place in its lane).
+        let mark = if policy != FsyncPolicy::No {
+            Some(Mutex::new(Self::first_mark(&*fs, &dir, &lanes)?))
+        } else {
+            // A mark an earlier run left would not know this run's
+            // segments, which it would take for unsynced.
+            let path = dir.join(SYNC_MARK);
+            match fs.remove(&path) {
+                Ok(()) => fs
+                    .sync_dir(&dir)
+                    .map_err(|e| io_err("sync directory", &dir, e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove", &path, e)),
+            }
+            None
+        };
         lanes[0].segments.push((next_lsn, first.path.clone(), None));
         lanes[0].next_seq += 1;
         lanes[0].cur = Some(first);
+        let fs_boot = fs.boot_id();
         let wal = Arc::new(Wal {
             fs,
             dir,
@@ -694,6 +838,10 @@ impl Wal {
             pages: std::sync::OnceLock::new(),
             syncs: AtomicU64::new(0),
             dir_dirty: AtomicBool::new(false),
+            mark,
+            born: std::time::Instant::now(),
+            marked_ms: AtomicU64::new(0),
+            boot: fs_boot,
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -713,6 +861,44 @@ impl Wal {
                 .map_err(|e| io_err("spawn sync thread for", &wal_dir_of(&wal), e))?;
         }
         Ok(wal)
+    }
+
+    /// Under `EverySec` and `Always`, at open: syncs the segments found (a killed
+    /// process can have left records in them that no sync covered), then
+    /// writes the sync mark that says so: every segment made from now on
+    /// is past it (see [`SyncMark`]). Returns the mark's file.
+    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<Box<dyn FsFile>> {
+        use std::os::unix::fs::FileExt;
+        for st in lanes {
+            for (_, path, _) in &st.segments {
+                fs.open_rw(path)
+                    .and_then(|f| f.sync_data())
+                    .map_err(|e| io_err("sync", path, e))?;
+            }
+        }
+        let path = dir.join(SYNC_MARK);
+        let file = match fs.open_rw(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs.create(&path).map_err(|e| io_err("create", &path, e))?
+            }
+            Err(e) => return Err(io_err("open", &path, e)),
+        };
+        let mark = SyncMark {
+            boot: fs.boot_id(),
+            lanes: lanes
+                .iter()
+                .enumerate()
+                .map(|(i, st)| (i, st.next_seq, 0))
+                .collect(),
+        };
+        file.std_file()
+            .write_all_at(&mark.encode(), 0)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| io_err("write", &path, e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))?;
+        Ok(file)
     }
 
     /// Starts the thread that maps pages in ahead of each lane's append
@@ -833,6 +1019,7 @@ impl Wal {
         }
         Ok(Segment {
             first_lsn,
+            seq,
             map,
             file,
             offset: 0,
@@ -1411,8 +1598,19 @@ impl Wal {
         // What the sync lets go from the page cache: (file, from, to).
         let mut drops = Vec::new();
         let mut path = self.dir.clone();
-        for lane in &self.lanes {
+        let mut mark = SyncMark {
+            boot: self.boot,
+            lanes: Vec::new(),
+        };
+        for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
+            // How far this sync makes the lane durable: the append position
+            // now, or, for a lane with no segment, every segment it makes
+            // from here on is past it.
+            mark.lanes.push(match &st.cur {
+                Some(c) => (i, c.seq, c.offset as u64),
+                None => (i, st.next_seq, 0),
+            });
             if self.drop_synced {
                 drops.extend(st.unsynced.iter().map(|f| (f.clone(), 0, u64::MAX)));
             }
@@ -1445,6 +1643,27 @@ impl Wal {
             result = self.fs.sync_dir(&self.dir);
             if result.is_err() {
                 path = self.dir.clone();
+            }
+        }
+        // Under `Always`, at most every `MARK_EVERY` (the syncs come
+        // thousands of times a second; an older mark only names less).
+        let due = self.policy != FsyncPolicy::Always || {
+            let now = self.born.elapsed().as_millis() as u64;
+            let last = self.marked_ms.load(Ordering::Relaxed);
+            now >= last + MARK_EVERY.as_millis() as u64 && {
+                self.marked_ms.store(now, Ordering::Relaxed);
+                true
+            }
+        };
+        if let (Some(file), true, true) = (&self.mark, result.is_ok(), due) {
+            use std::os::unix::fs::FileExt;
+            let file = lock(file);
+            result = file
+                .std_file()
+                .write_all_at(&mark.encode(), 0)
+                .and_then(|()| file.sync_data());
+            if result.is_err() {
+                path = self.dir.join(SYNC_MARK);
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -1493,6 +1712,7 @@ impl Wal {
         self.dir_dirty.store(true, Ordering::Release);
         Some(Segment {
             first_lsn,
+            seq,
             map: spare.map,
             file: spare.file,
             offset: 0,
@@ -1684,11 +1904,15 @@ pub(crate) fn read_all(
     mut on_record: impl FnMut(Found<'_>) -> Result<()>,
 ) -> Result<u64> {
     segments.sort();
+    let mark = segments
+        .first()
+        .and_then(|s| s.path.parent())
+        .and_then(|dir| SyncMark::read(fs, dir));
     let mut lanes: Vec<LaneReader<'_>> = Vec::new();
     for seg in segments.iter_mut() {
         match lanes.last_mut() {
             Some(l) if l.lane == seg.lane => l.segments.push(seg),
-            _ => lanes.push(LaneReader::new(fs, seg.lane, salvage, seg)),
+            _ => lanes.push(LaneReader::new(fs, seg.lane, salvage, seg, mark.clone())),
         }
     }
     for lane in &mut lanes {
@@ -1747,10 +1971,18 @@ struct LaneReader<'s> {
     /// The written bytes of a torn tail and of the lane's segments after
     /// it, to zero once the map is gone: path, offset, length.
     torn: Vec<(PathBuf, u64, usize)>,
+    /// How far the lanes were last synced, where the log says.
+    mark: Option<SyncMark>,
 }
 
 impl<'s> LaneReader<'s> {
-    fn new(fs: &'s dyn Fs, lane: usize, salvage: bool, first: &'s mut SegmentFile) -> Self {
+    fn new(
+        fs: &'s dyn Fs,
+        lane: usize,
+        salvage: bool,
+        first: &'s mut SegmentFile,
+        mark: Option<SyncMark>,
+    ) -> Self {
         LaneReader {
             fs,
             lane,
@@ -1763,6 +1995,7 @@ impl<'s> LaneReader<'s> {
             prev: 0,
             next: None,
             torn: Vec::new(),
+            mark,
         }
     }
 
@@ -1852,16 +2085,27 @@ impl<'s> LaneReader<'s> {
                     self.next = Some(lsn);
                     return Ok(());
                 }
-                Step::Bad(what, false, written, cut) => {
-                    // Appends and rolls run under the lane's mutex, so a
-                    // killed process tears only a lane's newest segment;
-                    // in an older one only a power loss can have, and only
-                    // so. Then only the lane's later segments can still
-                    // show that this is no tail (their written bytes, for
-                    // zeroing).
+                Step::Bad(what, follows, written, cut) => {
+                    // Past the lane's sync mark, any damage can be a power
+                    // loss's: what was not synced reaches the disk in any
+                    // order, sector by sector (see `SyncMark`), and the
+                    // lane ends here, whatever follows.
+                    let seg = &self.segments[self.at];
+                    let unsynced = self
+                        .mark
+                        .as_ref()
+                        .is_some_and(|m| m.unsynced(self.lane, seg.seq, off));
+                    // Otherwise: appends and rolls run under the lane's
+                    // mutex, so a killed process tears only a lane's newest
+                    // segment; in an older one only a power loss can have,
+                    // and only so. Then only the lane's later segments can
+                    // still show that this is no tail (their written bytes,
+                    // for zeroing).
                     let newest = self.at + 1 == self.segments.len();
-                    let after = if newest || cut {
-                        self.written_after()?
+                    let after = if unsynced {
+                        Some(self.written_after(false)?.expect("all of it"))
+                    } else if !follows && (newest || cut) {
+                        self.written_after(true)?
                     } else {
                         None
                     };
@@ -1886,7 +2130,6 @@ impl<'s> LaneReader<'s> {
                         self.close_segment();
                     }
                 }
-                Step::Bad(what, ..) => self.damaged_here(what)?,
             }
         }
         Ok(())
@@ -1949,11 +2192,13 @@ impl<'s> LaneReader<'s> {
     }
 
     /// For a bad record in the current segment that no valid record of
-    /// that segment follows: `None` if one of the lane's later segments
+    /// that segment follows (`stop_at_valid`): `None` if one of the lane's later segments
     /// holds a valid record with a higher lsn than the last delivered (then
     /// the bad record is no tail), else the written bytes of those
     /// segments (path, offset 0, length up to the last non-zero byte).
-    fn written_after(&self) -> Result<Option<Vec<(PathBuf, u64, usize)>>> {
+    /// With `stop_at_valid` false, never `None`: the written bytes of all
+    /// of them (the damage is past the lane's sync mark).
+    fn written_after(&self, stop_at_valid: bool) -> Result<Option<Vec<(PathBuf, u64, usize)>>> {
         let mut written = Vec::new();
         for seg in &self.segments[self.at + 1..] {
             let file = self
@@ -1971,7 +2216,7 @@ impl<'s> LaneReader<'s> {
             // store and the map is read-only and dropped here.
             let map =
                 unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", &seg.path, e))?;
-            if valid_record_after(&map, 0, self.prev + 1) {
+            if stop_at_valid && valid_record_after(&map, 0, self.prev + 1) {
                 return Ok(None);
             }
             if let Some(last) = map.iter().rposition(|&b| b != 0) {
@@ -2810,6 +3055,51 @@ mod tests {
             .encode(got);
             proptest::prop_assert_eq!(&rec.bytes[..rec.len], &want[..]);
         }
+    }
+
+    #[test]
+    fn a_sync_mark_reads_back_and_says_what_is_past_it() {
+        let mark = SyncMark {
+            boot: [7; 16],
+            lanes: vec![(0, 3, 4096), (1, 5, 0)],
+        };
+        let bytes = mark.encode();
+        assert_eq!(SyncMark::decode(&bytes), Some(mark.clone()));
+        for at in [0, 12, 20, 40, 300, SECTOR - 1] {
+            let mut bad = bytes;
+            bad[at] ^= 1;
+            assert_eq!(SyncMark::decode(&bad), None, "byte {at}");
+        }
+        assert_eq!(SyncMark::decode(&bytes[..SECTOR - 1]), None);
+        // Lane 0: synced below offset 4096 of segment 3.
+        assert!(!mark.unsynced(0, Some(2), 1 << 20));
+        assert!(!mark.unsynced(0, Some(3), 4095));
+        assert!(mark.unsynced(0, Some(3), 4096));
+        assert!(mark.unsynced(0, Some(4), 0));
+        // Lane 1 had no segment: every one from segment 5 on is past it.
+        assert!(!mark.unsynced(1, Some(4), 100));
+        assert!(mark.unsynced(1, Some(5), 0));
+        // A lane it does not list, and a segment named before lanes.
+        assert!(!mark.unsynced(2, Some(9), 0));
+        assert!(!mark.unsynced(0, None, 1 << 20));
+    }
+
+    #[test]
+    fn a_sync_mark_of_this_boot_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |boot: [u8; 16]| {
+            let mark = SyncMark {
+                boot,
+                lanes: vec![(0, 0, 0)],
+            };
+            std::fs::write(dir.path().join(SYNC_MARK), mark.encode()).unwrap();
+        };
+        write(RealFs.boot_id());
+        assert_eq!(SyncMark::read(&RealFs, dir.path()), None);
+        let mut other = RealFs.boot_id();
+        other[3] ^= 1;
+        write(other);
+        assert!(SyncMark::read(&RealFs, dir.path()).is_some());
     }
 
     /// The resident size of this process's map of `path`, from
