@@ -4,5 +4,6 @@ mod basics;
 mod concurrent;
 mod crash;
 mod faults;
+mod power;
 mod props;
 mod races;
