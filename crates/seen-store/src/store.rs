@@ -908,6 +908,7 @@ impl Store {
             next_lsn,
             segments,
         )?;
+        wal.count_replayed(recovery.log_bytes);
         // Two filters of one name: a power loss kept the later filter (its
         // create, or its snapshot) but not the delete of the earlier one,
         // which was not yet durable (so nothing after it was acknowledged
@@ -1682,6 +1683,16 @@ impl Store {
             self.inner.wal.last_lsn()
         };
         self.inner.wal.commit(lsn)
+    }
+
+    /// Bytes of log records written since the last checkpoint started
+    /// (before the first: since the open, plus the log the open read):
+    /// about what a reopen would replay now. It grows with every mutation
+    /// and drops when a checkpoint starts; `seen serve` checkpoints when it
+    /// passes `--save-log-size`, so that the log's disk use and a
+    /// restart's replay stay bounded.
+    pub fn log_bytes(&self) -> u64 {
+        self.inner.wal.log_bytes()
     }
 
     /// Bytes of filter memory (bits and counters) held by all filters.

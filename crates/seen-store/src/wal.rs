@@ -208,6 +208,9 @@ struct LaneState {
     /// roll, if any since, of one at least an eighth full: a busy lane,
     /// which gets its next spare at once (see [`LaneState::spare_due`]).
     busy: bool,
+    /// Bytes of records in the lane's segments rolled away since the last
+    /// checkpoint started (see [`Wal::log_bytes`]).
+    rolled: u64,
 }
 
 impl LaneState {
@@ -744,6 +747,7 @@ impl Wal {
                 spare: None,
                 wanted: false,
                 busy: false,
+                rolled: 0,
             })
             .collect();
         // Spares a killed process (or a log still being dropped) left.
@@ -1403,6 +1407,8 @@ impl Wal {
                 // Lsns of the block are below the new segment's name.
                 st.block = (0, 0);
             }
+            // What the checkpoint starting now will cover.
+            st.rolled = 0;
             drop(st);
             // A lane in use gets its next spare now, before the checkpoint
             // writes its snapshots: made during their writeback, a spare
@@ -1450,11 +1456,34 @@ impl Wal {
         st.segments.push((first_lsn, next.path.clone(), None));
         st.wanted = false;
         if let Some(old) = st.cur.replace(next) {
+            st.rolled += old.offset as u64;
             if self.policy != FsyncPolicy::No {
                 st.unsynced.push(old.file.clone());
             }
         }
         Ok(())
+    }
+
+    /// Bytes of log records written since the last checkpoint started (or,
+    /// before the first, since the log was opened, plus what the open
+    /// replayed: see [`count_replayed`](Self::count_replayed)): about what
+    /// a reopen would read now beyond what the snapshots cover. A server
+    /// checkpoints when it passes a limit, so that the log's disk use and
+    /// a restart's replay stay bounded.
+    pub(crate) fn log_bytes(&self) -> u64 {
+        self.lanes
+            .iter()
+            .map(|lane| {
+                let st = lock(&lane.state);
+                st.rolled + st.cur.as_ref().map_or(0, |c| c.offset as u64)
+            })
+            .sum()
+    }
+
+    /// Counts `bytes` of log found at open in [`log_bytes`](Self::log_bytes)
+    /// until the first checkpoint.
+    pub(crate) fn count_replayed(&self, bytes: u64) {
+        lock(&self.lanes[0].state).rolled += bytes;
     }
 
     /// The highest lsn handed out (0 if none ever was). Its record, and
@@ -1838,6 +1867,7 @@ impl Wal {
             let next = self.next_lsn.load(Ordering::Acquire);
             st.unsynced.clear();
             st.block = (0, 0);
+            st.rolled = 0;
             if i == 0 {
                 self.roll(0, &mut st, next)?;
                 st.unsynced.clear();

@@ -76,6 +76,12 @@ pub(crate) struct ServeArgs {
     /// fast.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     save_interval: u64,
+    /// Also checkpoint when the log written since the last checkpoint
+    /// passes this size (0: never for that reason), so that the log's disk
+    /// use and a restart's replay stay bounded. `INFO persistence` shows
+    /// that log as `seen_log_bytes`.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_bytes)]
+    save_log_size: u64,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -119,6 +125,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         max_filter_bytes: a.max_filter_bytes,
         timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
         save_interval: (a.save_interval > 0).then(|| Duration::from_secs(a.save_interval)),
+        save_log_size: (a.save_log_size > 0).then_some(a.save_log_size),
         threads: a.threads,
     };
     let dir = config.dir.clone();

@@ -238,7 +238,7 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if want("persistence") {
         let _ = write!(
             out,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\ndir:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\nseen_log_bytes:{}\r\ndir:{}\r\n\r\n",
             sh.dirty.load(Ordering::Relaxed),
             u8::from(sh.bgsave_in_progress.load(Ordering::Relaxed)),
             sh.lastsave.load(Ordering::Relaxed),
@@ -248,6 +248,7 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 FsyncPolicy::EverySec => "everysec",
                 FsyncPolicy::No => "no",
             },
+            sh.store.log_bytes(),
             c.dir.display(),
         );
     }

@@ -531,3 +531,47 @@ fn replay_of_many_adds_gives_the_same_filter() {
         .iter()
         .all(|&p| p));
 }
+
+/// `log_bytes` grows with each add, drops when a checkpoint starts, and
+/// after a reopen counts the log the open read until the next checkpoint.
+#[test]
+fn log_bytes_counts_what_a_reopen_would_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), opts(FsyncPolicy::EverySec)).unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    let start = s.log_bytes();
+    let v = items("a", 5_000);
+    for chunk in v.chunks(7) {
+        s.add(b"f", &refs(chunk), None).unwrap();
+    }
+    let grown = s.log_bytes();
+    // Each item's 16-byte hash at least; the 64 KiB segments rolled many
+    // times on the way.
+    assert!(grown >= start + 5_000 * 16, "{start} -> {grown}");
+    s.checkpoint().unwrap();
+    assert!(
+        s.log_bytes() < 1024,
+        "after a checkpoint: {}",
+        s.log_bytes()
+    );
+    let w = items("b", 3_000);
+    for chunk in w.chunks(7) {
+        s.add(b"f", &refs(chunk), None).unwrap();
+    }
+    let since = s.log_bytes();
+    assert!(since >= 3_000 * 16, "{since}");
+    // Dropped without `close`, which would checkpoint: the reopen reads
+    // the log written since the checkpoint.
+    drop(s);
+    let s = Store::open(dir.path(), opts(FsyncPolicy::EverySec)).unwrap();
+    let reopened = s.log_bytes();
+    assert!(reopened >= 3_000 * 16, "{reopened}");
+    assert!(s
+        .contains(b"f", &refs(&w))
+        .unwrap()
+        .unwrap()
+        .iter()
+        .all(|p| *p));
+    s.checkpoint().unwrap();
+    assert!(s.log_bytes() < 1024, "{}", s.log_bytes());
+}

@@ -10,6 +10,13 @@ use crate::support::{text, Server};
 fn fill(server: &Server, key: &str, n: usize) -> (Vec<u8>, Vec<u8>) {
     let mut c = server.raw();
     assert_eq!(c.cmd(&["BF.RESERVE", key, "0.001", "50000"]), b"+OK\r\n");
+    drop(c);
+    fill_reserved(server, key, n)
+}
+
+/// Adds `n` items to the filter `key` (made already, with room for them).
+fn fill_reserved(server: &Server, key: &str, n: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut c = server.raw();
     for i in 0..n {
         c.send(&["BF.ADD", key, &format!("https://site/{i}")]);
     }
@@ -141,4 +148,55 @@ fn sigkill_after_acknowledged_adds_keeps_info_and_card() {
     assert!(!status.success());
     let server = Server::start(&dir, &["--fsync", "always"]);
     check(&server, "k", 5_000, &info, &card);
+}
+
+/// The value of `field` in `INFO persistence`.
+fn persistence(server: &Server, field: &str) -> u64 {
+    let info = text(&server.raw().cmd(&["INFO", "persistence"]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `--save-log-size`: with timed checkpoints off, a log past the limit
+/// brings a checkpoint within a few seconds (the log shrinks, the last save
+/// time moves), and nothing is lost across a restart after it.
+#[test]
+fn a_log_past_save_log_size_brings_a_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let args = ["--save-interval", "0", "--save-log-size", "1MiB"];
+    let server = Server::start(&dir, &args);
+    let before = persistence(&server, "rdb_last_save_time");
+    // 100,000 single adds: about 3 MB of log.
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["BF.RESERVE", "k", "0.0001", "1000000"]), b"+OK\r\n");
+    drop(c);
+    let (info, card) = fill_reserved(&server, "k", 100_000);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let log = persistence(&server, "seen_log_bytes");
+        if log < 1 << 20 && persistence(&server, "rdb_bgsave_in_progress") == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint brought the log ({log} bytes) below 1 MiB: {}",
+            server.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let text = server.log_text();
+    assert!(text.contains("log past --save-log-size"), "{text}");
+    assert!(text.contains("checkpoint done"), "{text}");
+    assert!(persistence(&server, "rdb_last_save_time") >= before);
+    assert_eq!(persistence(&server, "rdb_changes_since_last_save"), 0);
+    // The checkpointed filter and whatever the log still holds: all there.
+    let status = server.signal_and_wait(libc::SIGKILL);
+    assert!(!status.success());
+    let server = Server::start(&dir, &args);
+    check(&server, "k", 100_000, &info, &card);
 }
