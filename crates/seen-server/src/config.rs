@@ -44,6 +44,10 @@ pub struct Config {
     /// disk use and a restart's replay stay bounded between timed
     /// checkpoints.
     pub save_log_size: Option<u64>,
+    /// Open a data directory whose log or snapshots are damaged, keeping
+    /// what can be read (each loss logged as a warning), instead of
+    /// refusing to start.
+    pub salvage: bool,
     /// Worker threads (0: one per core).
     pub threads: usize,
 }
@@ -64,6 +68,7 @@ impl Default for Config {
             timeout: None,
             save_interval: Some(Duration::from_secs(300)),
             save_log_size: Some(DEFAULT_SAVE_LOG_SIZE),
+            salvage: false,
             threads: 0,
         }
     }

@@ -26,7 +26,17 @@ pub enum ServerError {
 impl std::fmt::Display for ServerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ServerError::Store(e) => write!(f, "data directory: {e}"),
+            ServerError::Store(e) => {
+                write!(f, "data directory: {e}")?;
+                if matches!(e.kind(), seen_store::ErrorKind::Corrupt { .. }) {
+                    write!(
+                        f,
+                        " (start with --salvage to open it keeping what can be read, \
+                         each loss logged)"
+                    )?;
+                }
+                Ok(())
+            }
             ServerError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             ServerError::Runtime(e) => write!(f, "cannot start the runtime: {e}"),
         }
@@ -60,6 +70,7 @@ impl Server {
         let opts = StoreOptions {
             fsync: config.fsync,
             max_filter_bytes: config.max_filter_bytes,
+            salvage: config.salvage,
             ..StoreOptions::default()
         };
         let dir = config.dir.clone();

@@ -82,6 +82,11 @@ pub(crate) struct ServeArgs {
     /// that log as `seen_log_bytes`.
     #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_bytes)]
     save_log_size: u64,
+    /// Open a data directory whose log or snapshots are damaged, keeping
+    /// what can be read (each loss logged as a warning), instead of
+    /// refusing to start with an error naming the file and offset.
+    #[arg(long)]
+    salvage: bool,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -126,6 +131,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
         save_interval: (a.save_interval > 0).then(|| Duration::from_secs(a.save_interval)),
         save_log_size: (a.save_log_size > 0).then_some(a.save_log_size),
+        salvage: a.salvage,
         threads: a.threads,
     };
     let dir = config.dir.clone();

@@ -200,3 +200,48 @@ fn a_log_past_save_log_size_brings_a_checkpoint() {
     let server = Server::start(&dir, &args);
     check(&server, "k", 100_000, &info, &card);
 }
+
+/// A byte flipped in the middle of the log: `seen serve` refuses to start,
+/// naming the file and pointing at `--salvage`; with `--salvage` it starts
+/// and keeps what precedes the damage.
+#[test]
+fn a_damaged_log_stops_the_start_unless_salvage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let args = ["--fsync", "always", "--save-interval", "0"];
+    let server = Server::start(&dir, &args);
+    fill(&server, "k", 2_000);
+    assert!(!server.signal_and_wait(libc::SIGKILL).success());
+    // The fullest segment, damaged halfway through its records.
+    let seg = std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .max_by_key(|p| {
+            let d = std::fs::read(p).unwrap();
+            d.iter().rposition(|&b| b != 0).unwrap_or(0)
+        })
+        .unwrap();
+    let mut data = std::fs::read(&seg).unwrap();
+    let end = data.iter().rposition(|&b| b != 0).unwrap();
+    data[end / 2] ^= 0x10;
+    std::fs::write(&seg, &data).unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(["serve", "--dir"])
+        .arg(&dir)
+        .args(["--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("corrupt"), "{err}");
+    assert!(err.contains(seg.to_str().unwrap()), "{err}");
+    assert!(err.contains("--salvage"), "{err}");
+
+    let server = Server::start(&dir, &["--salvage"]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["BF.EXISTS", "k", "https://site/0"]), b":1\r\n");
+    let log = server.log_text();
+    assert!(log.contains("salvage"), "{log}");
+}
