@@ -2027,7 +2027,11 @@ impl Store {
                         }
                     }
                 } else {
-                    min_lsn = min_lsn.min(st.snap_lsn);
+                    // Unchanged since its snapshot: every record of it is
+                    // at or below the snapshot's lsn (every mutation and
+                    // every replayed record marks a filter changed), so it
+                    // keeps no segment. (It used to hold the log back to its
+                    // snapshot, and one idle filter kept every segment.)
                     None
                 }
             };
