@@ -22,10 +22,9 @@
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
 //!   a process kill loses nothing.
 //!
-//! After its segments' sync, a sync under `EverySec` (and one under
-//! `Always` at most every 100 ms) writes the sync mark, which tells the
-//! reader after a power loss which damage the loss can explain (see
-//! [`SyncMark`]).
+//! After its segments' sync, a sync under `EverySec` writes the sync
+//! mark, which tells the reader after a power loss which damage the loss
+//! can explain (see [`SyncMark`]).
 //!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
 //! sequence of segments with a mutex of its own; every record takes its
@@ -169,6 +168,9 @@ struct Segment {
     first_lsn: u64,
     /// Its place in its lane.
     seq: u64,
+    /// The append position the last sync's mark gave for it: a record
+    /// below it is never taken back (see [`Wal::take_back`]).
+    marked: usize,
     /// Written only under the `state` mutex; shared with the page helper,
     /// which only passes address ranges to `madvise`.
     map: Arc<MmapRaw>,
@@ -414,20 +416,12 @@ pub(crate) struct Wal {
     /// A spare has been renamed into a segment since the last sync: the
     /// next one syncs the directory too.
     dir_dirty: AtomicBool,
-    /// Under `EverySec` and `Always`: the file a sync writes, after the
-    /// segments, how far every lane is durable in (see [`SyncMark`]).
+    /// Under `EverySec`: the file each sync writes, after the segments,
+    /// how far every lane is durable in (see [`SyncMark`]).
     mark: Option<Mutex<Box<dyn FsFile>>>,
-    /// When the log was opened, and (in ms from then) when a sync last
-    /// wrote the mark (under `Always`, see [`MARK_EVERY`]).
-    born: std::time::Instant,
-    marked_ms: AtomicU64,
     /// The machine's boot id, for the mark ([`Fs::boot_id`]).
     boot: [u8; 16],
 }
-
-/// How often, at most, a sync under `Always` writes the sync mark: an
-/// extra `fdatasync` of one sector, which each sync would otherwise pay.
-const MARK_EVERY: Duration = Duration::from_millis(100);
 
 /// The name of the file in the log directory that says how far each lane
 /// was synced (docs/FORMAT.md, section 6.4).
@@ -442,10 +436,15 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// at or past its mark can be a power loss's (an unsynced part of the log
 /// reaches the disk in any order, sector by sector): the reader takes it
 /// for the lane's end. Damage below it cannot: corruption, which stops
-/// the open. Under `EverySec` every sync writes it; under `Always` at
-/// most every [`MARK_EVERY`] (in the power loss test, 1 round in 300
-/// without it left a torn record followed by a later sector of the same
-/// page write, and a store that would not open). `No` writes none.
+/// the open. Under `EverySec` only, where every sync writes it, so that
+/// past it is exactly what no completed sync covered. `Always` writes
+/// none: everything it acknowledged was synced, and a power loss can only
+/// tear the records of the sync in flight; if that leaves a torn record
+/// with valid ones after it (a page write whose later sector reached the
+/// disk and an earlier one did not: 1 round in 300 of the power-loss
+/// test), the open stops and salvage keeps every acknowledged record. A
+/// mark written less often than every sync would let an older mark take
+/// synced, acknowledged records for unsynced ones. `No` writes none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SyncMark {
     /// The boot id of the machine when it was written ([`Fs::boot_id`]):
@@ -786,13 +785,11 @@ impl Wal {
             0,
             lanes[0].next_seq,
         )?;
-        // The sync mark: the old one stays until the first sync writes the
-        // new one (it still tells the truth about the segments it names,
-        // and every segment made since has a later place in its lane).
-        let mark = if policy != FsyncPolicy::No {
+        // The sync mark, written anew at open (see `first_mark`).
+        let mark = if policy == FsyncPolicy::EverySec {
             Some(Mutex::new(Self::first_mark(&*fs, &dir, &lanes)?))
         } else {
-            // A mark an earlier run left would not know this run's
+            // A mark an `everysec` run left would not know this run's
             // segments, which it would take for unsynced.
             let path = dir.join(SYNC_MARK);
             match fs.remove(&path) {
@@ -843,8 +840,6 @@ impl Wal {
             syncs: AtomicU64::new(0),
             dir_dirty: AtomicBool::new(false),
             mark,
-            born: std::time::Instant::now(),
-            marked_ms: AtomicU64::new(0),
             boot: fs_boot,
         });
         Self::start_page_helper(&wal)?;
@@ -867,7 +862,7 @@ impl Wal {
         Ok(wal)
     }
 
-    /// Under `EverySec` and `Always`, at open: syncs the segments found (a killed
+    /// Under `EverySec`, at open: syncs the segments found (a killed
     /// process can have left records in them that no sync covered), then
     /// writes the sync mark that says so: every segment made from now on
     /// is past it (see [`SyncMark`]). Returns the mark's file.
@@ -1024,6 +1019,7 @@ impl Wal {
         Ok(Segment {
             first_lsn,
             seq,
+            marked: 0,
             map,
             file,
             offset: 0,
@@ -1372,7 +1368,14 @@ impl Wal {
             return false;
         };
         match st.cur.as_mut() {
-            Some(cur) if cur.first_lsn == a.segment && cur.offset == a.offset + SHORT_RECORD => {
+            // Not below what a sync's mark says is durable: the next record
+            // would go there, and a power loss could then keep a part of
+            // it below the mark, where damage reads as corruption.
+            Some(cur)
+                if cur.first_lsn == a.segment
+                    && cur.offset == a.offset + SHORT_RECORD
+                    && a.offset >= cur.marked =>
+            {
                 cur.bytes_mut(a.offset, SHORT_RECORD).fill(0);
                 cur.offset = a.offset;
                 true
@@ -1636,8 +1639,11 @@ impl Wal {
             // How far this sync makes the lane durable: the append position
             // now, or, for a lane with no segment, every segment it makes
             // from here on is past it.
-            mark.lanes.push(match &st.cur {
-                Some(c) => (i, c.seq, c.offset as u64),
+            mark.lanes.push(match st.cur.as_mut() {
+                Some(c) => {
+                    c.marked = c.offset;
+                    (i, c.seq, c.offset as u64)
+                }
                 None => (i, st.next_seq, 0),
             });
             if self.drop_synced {
@@ -1674,17 +1680,7 @@ impl Wal {
                 path = self.dir.clone();
             }
         }
-        // Under `Always`, at most every `MARK_EVERY` (the syncs come
-        // thousands of times a second; an older mark only names less).
-        let due = self.policy != FsyncPolicy::Always || {
-            let now = self.born.elapsed().as_millis() as u64;
-            let last = self.marked_ms.load(Ordering::Relaxed);
-            now >= last + MARK_EVERY.as_millis() as u64 && {
-                self.marked_ms.store(now, Ordering::Relaxed);
-                true
-            }
-        };
-        if let (Some(file), true, true) = (&self.mark, result.is_ok(), due) {
+        if let (Some(file), true) = (&self.mark, result.is_ok()) {
             use std::os::unix::fs::FileExt;
             let file = lock(file);
             result = file
@@ -1742,6 +1738,7 @@ impl Wal {
         Some(Segment {
             first_lsn,
             seq,
+            marked: 0,
             map: spare.map,
             file: spare.file,
             offset: 0,
@@ -2082,7 +2079,29 @@ impl<'s> LaneReader<'s> {
             let off = self.off;
             let step = {
                 let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
+                let seq = self.segments[self.at].seq;
                 match parse(&data[off.min(data.len())..]) {
+                    // Past the lane's sync mark, zeros with written bytes
+                    // after them are a hole a power loss left (what was
+                    // not synced reaches the disk in any order): the lane
+                    // ends here, as at a torn record, so that it is
+                    // replayed as a prefix.
+                    Parsed::End
+                        if self
+                            .mark
+                            .as_ref()
+                            .is_some_and(|m| m.unsynced(self.lane, seq, off)) =>
+                    {
+                        match data.iter().rposition(|&b| b != 0).map(|i| i + 1) {
+                            Some(end) if end > off => Step::Bad(
+                                "zeros, then written bytes".into(),
+                                true,
+                                Some((off as u64, end - off)),
+                                false,
+                            ),
+                            _ => Step::End,
+                        }
+                    }
                     Parsed::End => Step::End,
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
                     Parsed::Bad(what) => {
@@ -3085,6 +3104,97 @@ mod tests {
             .encode(got);
             proptest::prop_assert_eq!(&rec.bytes[..rec.len], &want[..]);
         }
+    }
+
+    /// The real file system after a reboot: another boot id, so that the
+    /// reader uses the sync mark.
+    struct OtherBoot;
+
+    impl Fs for OtherBoot {
+        fn create(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
+            RealFs.create(path)
+        }
+        fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
+            RealFs.open_rw(path)
+        }
+        fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
+            RealFs.open_read(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.remove(path)
+        }
+        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.create_dir_all(path)
+        }
+        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.sync_dir(path)
+        }
+        fn list(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
+            RealFs.list(path)
+        }
+        fn boot_id(&self) -> [u8; 16] {
+            let mut id = RealFs.boot_id();
+            id[0] ^= 0xff;
+            id
+        }
+    }
+
+    #[test]
+    fn a_record_a_sync_marked_durable_is_not_taken_back() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+        stop_helper(&wal);
+        HOME_LANE.with(|h| h.set(0));
+        let [a, x, y] = [1, 2, 3].map(|i| ItemHash { lo: i, hi: 10 * i });
+        wal.append_hashes(2, 5, &[a], true).unwrap();
+        let mut rx = wal.prepare_one(2, 5, x);
+        let ax = wal.append_ahead(&mut rx).expect("the home lane takes it");
+        // A sync between the append and the check: the mark names the
+        // record durable, and the next record must not go in its place.
+        wal.sync_all().unwrap();
+        assert!(!wal.take_back(ax));
+        let mut ry = wal.prepare_one(2, 5, y);
+        let ay = wal.append_ahead(&mut ry).expect("the home lane takes it");
+        assert!(wal.take_back(ay), "above the mark it is taken back");
+    }
+
+    #[test]
+    fn past_the_sync_mark_a_hole_ends_the_lane_on_another_boot() {
+        // Segments of 4 KiB (128 records of one hash): the records run
+        // over several, all past the mark but the first few.
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
+        stop_helper(&wal);
+        let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
+        for h in &hashes[..4] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        wal.sync_all().unwrap();
+        for h in &hashes[4..] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        drop(wal);
+        let mut segs = segments_of(dir.path());
+        segs.sort();
+        assert!(segs.len() >= 3, "{segs:?}");
+        // A power loss kept the second segment's later sectors but not its
+        // second one.
+        let mut data = std::fs::read(&segs[1].path).unwrap();
+        data[SECTOR..2 * SECTOR].fill(0);
+        std::fs::write(&segs[1].path, &data).unwrap();
+        let other = hash_records(&OtherBoot, dir.path());
+        let lsns: Vec<u64> = other.iter().map(|r| r.0).collect();
+        // A prefix of the lane: every record up to the hole, none after.
+        let n = lsns.len();
+        assert!((4..400).contains(&n), "{n}");
+        assert_eq!(lsns, (1..=n as u64).collect::<Vec<_>>());
+        // The rest was zeroed: the same boot now reads the same prefix.
+        let again: Vec<u64> = hash_records(&RealFs, dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(again, lsns);
     }
 
     #[test]
