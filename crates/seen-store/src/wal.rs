@@ -3198,6 +3198,43 @@ mod tests {
     }
 
     #[test]
+    fn below_the_sync_mark_damage_is_corruption_on_another_boot_too() {
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+        stop_helper(&wal);
+        let hashes: Vec<ItemHash> = (1..=100).map(|i| ItemHash { lo: i, hi: i }).collect();
+        for h in &hashes[..60] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        wal.sync_all().unwrap();
+        for h in &hashes[60..] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        drop(wal);
+        let segs = segments_of(dir.path());
+        let seg = &segs.iter().find(|s| s.lane == 0).unwrap().path;
+        // A flipped byte in the 20th record, which the sync made durable.
+        let mut data = std::fs::read(seg).unwrap();
+        data[19 * SHORT_RECORD + 12] ^= 1;
+        std::fs::write(seg, &data).unwrap();
+        let err = read_all(&OtherBoot, &mut segments_of(dir.path()), false, |_| Ok(()))
+            .expect_err("damage below the mark");
+        assert!(
+            matches!(err.kind(), ErrorKind::Corrupt { offset, .. } if *offset == (19 * SHORT_RECORD) as u64),
+            "{err}"
+        );
+        // Past it, the same damage ends the lane instead.
+        let mut data = std::fs::read(seg).unwrap();
+        data[19 * SHORT_RECORD + 12] ^= 1;
+        data[80 * SHORT_RECORD + 12] ^= 1;
+        std::fs::write(seg, &data).unwrap();
+        let lsns: Vec<u64> = hash_records(&OtherBoot, dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(lsns, (1..=80).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn a_sync_mark_reads_back_and_says_what_is_past_it() {
         let mark = SyncMark {
             boot: [7; 16],
