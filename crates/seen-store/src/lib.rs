@@ -71,6 +71,7 @@
 
 #![warn(missing_docs)]
 
+mod cpu_lock;
 mod error;
 pub mod fs;
 mod record;

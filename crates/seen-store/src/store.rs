@@ -8,13 +8,12 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
-
 use seen_core::{
     AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Prefetcher, Removal,
     ScalableBloomFilter, DEFAULT_MAX_BYTES,
 };
 
+use crate::cpu_lock::{CpuLock, CpuLockWriteGuard};
 use crate::error::{io_err, Error, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
@@ -94,10 +93,10 @@ struct Entry {
     /// Adds to filters that take concurrent adds (fixed-size and scalable
     /// Bloom filters) and lookups hold it shared; everything else
     /// (checkpoints, removes, expiry, replay) holds it exclusively. The
-    /// lock is sharded by thread: a shared hold touches only the thread's
-    /// own shard, so writers on several cores do not pass one lock word
-    /// between their caches on every call.
-    state: ShardedLock<EntryState>,
+    /// lock is sharded by CPU: a shared hold touches only the shard of the
+    /// CPU it runs on, so writers on several cores do not pass one lock
+    /// word between their caches on every call.
+    state: CpuLock<EntryState>,
     /// A fixed-size blocked Bloom filter's hash and block addresses,
     /// copied out of it when the entry is made, so that a single-item add
     /// starts the block's cache miss before it takes `state` (see
@@ -116,18 +115,10 @@ impl Entry {
         Entry {
             id,
             name,
-            state: ShardedLock::new(state),
+            state: CpuLock::new(state),
             prefetcher,
         }
     }
-}
-
-fn read_st(m: &ShardedLock<EntryState>) -> ShardedLockReadGuard<'_, EntryState> {
-    m.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write_st(m: &ShardedLock<EntryState>) -> ShardedLockWriteGuard<'_, EntryState> {
-    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Marks a filter changed since its last snapshot. Reads first: a store on
@@ -507,7 +498,7 @@ struct Inner {
     opts: StoreOptions,
     wal: Arc<Wal>,
     /// Sharded for the same reason as [`Entry::state`]: every call reads it.
-    filters: ShardedLock<HashMap<Vec<u8>, Arc<Entry>>>,
+    filters: CpuLock<HashMap<Vec<u8>, Arc<Entry>>>,
     next_id: AtomicU64,
     /// Ids deleted since the last checkpoint: their snapshot files go then.
     deleted: Mutex<Vec<u64>>,
@@ -521,11 +512,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // A thread's cached entry may outlive the store (see LAST_ENTRY):
         // leave it an empty filter, not the memory of a real one.
-        let map = self.filters.get_mut().unwrap_or_else(|e| e.into_inner());
+        let map = self.filters.get_mut();
         for e in map.values() {
             if Arc::strong_count(e) > 1 {
                 if let Ok(empty) = BloomFilter::new(1, 0.5) {
-                    write_st(&e.state).filter = AnyFilter::Bloom(empty);
+                    e.state.write().filter = AnyFilter::Bloom(empty);
                 }
             }
         }
@@ -938,7 +929,7 @@ impl Store {
                 snap_dir,
                 opts,
                 wal,
-                filters: ShardedLock::new(filters),
+                filters: CpuLock::new(filters),
                 uid: STORE_UIDS.fetch_add(1, Ordering::Relaxed),
                 generation: AtomicU64::new(0),
                 next_id: AtomicU64::new(max_id + 1),
@@ -973,7 +964,7 @@ impl Store {
                 return Some(EntryRef(cached));
             }
         }
-        let map = inner.filters.read().unwrap_or_else(|e| e.into_inner());
+        let map = inner.filters.read();
         // Read under the lock: no change of the map is between the two.
         let generation = inner.generation.load(Ordering::Acquire);
         let entry = map.get(name)?.clone();
@@ -1017,12 +1008,8 @@ impl Store {
 
     /// The filters, for a change: every thread's cached entry stops
     /// counting as current.
-    fn filters_mut(&self) -> ShardedLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
-        let map = self
-            .inner
-            .filters
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+    fn filters_mut(&self) -> CpuLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
+        let map = self.inner.filters.write();
         self.inner.generation.fetch_add(1, Ordering::Release);
         map
     }
@@ -1066,7 +1053,7 @@ impl Store {
         let lsn = {
             let mut map = self.filters_mut();
             if let Some(e) = map.get(name) {
-                if !read_st(&e.state).expired_now() {
+                if !e.state.read().expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
                 let old_id = e.id;
@@ -1104,7 +1091,7 @@ impl Store {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
-        if read_st(&e.state).expired_now() {
+        if e.state.read().expired_now() {
             self.delete_expired(name, e.id)?;
             return Ok(None);
         }
@@ -1189,7 +1176,7 @@ impl Store {
         // core makes the "new" answer exact): hold the state shared, so
         // that writers on several cores fill one filter at once.
         {
-            let st = read_st(&entry.state);
+            let st = entry.state.read();
             if let (AnyFilter::Bloom(b), [item]) = (&st.filter, items) {
                 if !st.expired_now() {
                     let h = match early {
@@ -1217,7 +1204,7 @@ impl Store {
                 // at a time, logging only what has room (`add_chain`).
             }
         }
-        let mut st = write_st(&entry.state);
+        let mut st = entry.state.write();
         if st.expired_now() {
             drop(st);
             self.delete_expired(name, entry.id)?;
@@ -1562,7 +1549,7 @@ impl Store {
             return Ok((None, Pending(0)));
         };
         let (out, lsn) = {
-            let st = read_st(&entry.state);
+            let st = entry.state.read();
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             const AHEAD: usize = 8;
             for &h in hashes.iter().take(AHEAD) {
@@ -1614,7 +1601,7 @@ impl Store {
         let lsn = {
             let mut map = self.filters_mut();
             if let Some(e) = map.get(name) {
-                if !read_st(&e.state).expired_now() {
+                if !e.state.read().expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
                 let old_id = e.id;
@@ -1655,7 +1642,7 @@ impl Store {
         self.ready_to_write()?;
         let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
         let lsn = {
-            let mut st = write_st(&entry.state);
+            let mut st = entry.state.write();
             let AnyFilter::Scalable(f) = &st.filter else {
                 return Err(ErrorKind::WrongKind("only RedisBloom chains load dump chunks").into());
             };
@@ -1697,17 +1684,10 @@ impl Store {
 
     /// Bytes of filter memory (bits and counters) held by all filters.
     pub fn memory_bytes(&self) -> u64 {
-        let entries: Vec<Arc<Entry>> = self
-            .inner
-            .filters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let entries: Vec<Arc<Entry>> = self.inner.filters.read().values().cloned().collect();
         entries
             .iter()
-            .map(|e| any_memory_bytes(&read_st(&e.state).filter))
+            .map(|e| any_memory_bytes(&e.state.read().filter))
             .sum()
     }
 
@@ -1716,7 +1696,7 @@ impl Store {
         self.ready_to_write()?;
         let entry = self.live(name)?.ok_or(ErrorKind::NotFound)?;
         let (out, lsn) = {
-            let mut st = write_st(&entry.state);
+            let mut st = entry.state.write();
             if !matches!(st.filter, AnyFilter::Counting(_)) {
                 return Err(ErrorKind::WrongKind("only counting filters support remove").into());
             }
@@ -1786,7 +1766,7 @@ impl Store {
                 .max(1),
         };
         let lsn = {
-            let mut st = write_st(&entry.state);
+            let mut st = entry.state.write();
             let lsn = self.inner.wal.append(&Record::Expire {
                 id: entry.id,
                 at_ms,
@@ -1807,7 +1787,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let at = read_st(&entry.state).expire_at_ms;
+        let at = entry.state.read().expire_at_ms;
         Ok(Some((at != 0).then(|| {
             UNIX_EPOCH + std::time::Duration::from_millis(at as u64)
         })))
@@ -1824,7 +1804,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let st = read_st(&entry.state);
+        let st = entry.state.read();
         Ok(Some(f(&st.filter)))
     }
 
@@ -1841,7 +1821,7 @@ impl Store {
         // Exclusively: no batch is between reserving room in a chain and
         // counting what it added, so the counts (BF.INFO, the BF.SCANDUMP
         // header) add up.
-        let st = write_st(&entry.state);
+        let st = entry.state.write();
         Ok(Some(f(&st.filter)))
     }
 
@@ -1851,20 +1831,15 @@ impl Store {
         self.inner
             .filters
             .read()
-            .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter(|e| !read_st(&e.state).expired(now))
+            .filter(|e| !e.state.read().expired(now))
             .map(|e| e.name.clone())
             .collect()
     }
 
     /// Number of filters (including expired ones not yet swept).
     pub fn len(&self) -> usize {
-        self.inner
-            .filters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.inner.filters.read().len()
     }
 
     /// True if there are no filters.
@@ -1895,11 +1870,11 @@ impl Store {
         }
         // The header only (its count is the trailer's to fix): no need to
         // hold the writers off.
-        let mut out = counting(&read_st(&e.state))?.encode_in_pieces(w)?;
+        let mut out = counting(&e.state.read())?.encode_in_pieces(w)?;
         let mut lsns = Vec::new();
         while out.remaining() > 0 {
             {
-                let st = write_st(&e.state);
+                let st = e.state.write();
                 lsns.push(self.inner.wal.order_point());
                 out.copy_blocks(counting(&st)?, PIECE_BLOCKS)?;
             }
@@ -1910,7 +1885,7 @@ impl Store {
             tests::BETWEEN_PIECES.with(|h| h.borrow().as_ref().map(|h| h()));
         }
         let (count_lsn, count) = {
-            let st = write_st(&e.state);
+            let st = e.state.write();
             let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
             (count_lsn, counting(&st)?.len())
         };
@@ -1928,7 +1903,7 @@ impl Store {
         // be retired once the snapshots below cover them.
         self.inner.wal.start_new_segment()?;
         let (floor, entries) = {
-            let map = self.inner.filters.read().unwrap_or_else(|e| e.into_inner());
+            let map = self.inner.filters.read();
             (
                 self.inner.wal.last_lsn(),
                 map.values().cloned().collect::<Vec<_>>(),
@@ -1954,7 +1929,7 @@ impl Store {
             // bring it back from its last snapshot.
             let mut delete_expired = false;
             let pending = {
-                let st = write_st(&e.state);
+                let st = e.state.write();
                 if st.expired(now) {
                     if self.inner.wal.is_poisoned() {
                         min_lsn = min_lsn.min(st.snap_lsn);
@@ -1980,7 +1955,7 @@ impl Store {
                         let mut grown = false;
                         let written = snapshot::begin(fs, dir, e.id, &header, true, |w| {
                             let links = {
-                                let st = read_st(&e.state);
+                                let st = e.state.read();
                                 st.filter.encode(w)?;
                                 links_of(&st.filter)
                             };
@@ -1988,7 +1963,7 @@ impl Store {
                             tests::AFTER_COPY.with(|h| h.borrow().as_ref().map(|h| h()));
                             // The count, with no add in flight, and the log
                             // position it holds at.
-                            let st = write_st(&e.state);
+                            let st = e.state.write();
                             grown = links_of(&st.filter) != links;
                             let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
                             Ok(snapshot::trailer(count_lsn, count_of(&st.filter), None))
@@ -1998,7 +1973,7 @@ impl Store {
                                 snapshot::abandon(fs, p);
                                 // Encoded again under the lock, at the
                                 // log's position then.
-                                let st = write_st(&e.state);
+                                let st = e.state.write();
                                 let lsn = self.inner.wal.order_point();
                                 let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                                 // Not paced: its writers wait for it.
@@ -2022,7 +1997,7 @@ impl Store {
                     match written {
                         Ok(written) => Some(written),
                         Err(err) => {
-                            read_st(&e.state).dirty.store(true, Ordering::Relaxed);
+                            e.state.read().dirty.store(true, Ordering::Relaxed);
                             return Err(err);
                         }
                     }
@@ -2042,10 +2017,10 @@ impl Store {
                 continue;
             };
             if let Err(err) = snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending) {
-                write_st(&e.state).dirty.store(true, Ordering::Relaxed);
+                e.state.write().dirty.store(true, Ordering::Relaxed);
                 return Err(err);
             }
-            write_st(&e.state).snap_lsn = lsn;
+            e.state.write().snap_lsn = lsn;
             min_lsn = min_lsn.min(lsn);
         }
         // Snapshots of deleted filters must go before the log that deletes

@@ -1,0 +1,195 @@
+//! A reader-writer lock sharded by CPU, for state that many threads hold
+//! shared on every call (a filter's adds and lookups) and one holds
+//! exclusively now and then (a checkpoint, a remove, an expiry).
+//!
+//! A shared hold takes the read lock of one shard: the shard of the CPU
+//! the thread runs on. An exclusive hold takes every shard's write lock.
+//! So readers on different CPUs never write the same cache line, and a
+//! reader's lock word stays in its own core's cache from call to call.
+//!
+//! Why not `crossbeam_utils::sync::ShardedLock`, which this replaced: it
+//! picks the shard by thread index modulo its 8 shards, so with more
+//! threads than shards (50 writers, or a server's connections) threads on
+//! different cores share a shard, and its lock word moved between the two
+//! cores' caches on most calls. On this project's 2-core VM, with 50
+//! writers adding one item per call, that cost 6-10% of the store's add
+//! throughput (BENCHMARKS.md, session 14: everysec / in-memory 84% with
+//! crossbeam's lock, 90-94% with this one, the same log code otherwise).
+//! Shards are still 8, as crossbeam's were, so an entry costs the same
+//! memory; CPUs 8 apart share a shard on larger machines.
+
+use std::cell::UnsafeCell;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crossbeam_utils::CachePadded;
+
+/// Shards per lock (a power of two).
+const SHARDS: usize = 8;
+
+/// The shard for a shared hold taken now: the current CPU's (a read of
+/// the thread's `rseq` area under glibc 2.35 and later, else the vDSO's
+/// `getcpu`). The thread may move to another CPU while it holds the
+/// shard; the guard releases the shard it took, so that only costs a
+/// cache line's move.
+#[inline]
+fn current_shard() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getcpu takes no arguments and only reads the
+        // thread's CPU number; -1 (an error) falls to shard 7.
+        let cpu = unsafe { libc::sched_getcpu() };
+        cpu as usize & (SHARDS - 1)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// A reader-writer lock whose shared holds scale across CPUs; see the
+/// module docs. It does not poison: a holder that panicked leaves the
+/// value as the panic found it, and the next holder takes it so (as the
+/// store took crossbeam's lock, ignoring its poisoning).
+pub(crate) struct CpuLock<T> {
+    shards: [CachePadded<RwLock<()>>; SHARDS],
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: as std's RwLock: the value is shared between threads only
+// behind a read guard (`&T`, so `T: Sync`) or a write guard, which holds
+// every shard's write lock and so excludes every other guard (`&mut T`,
+// moved between threads through the lock, so `T: Send`).
+unsafe impl<T: Send + Sync> Sync for CpuLock<T> {}
+// SAFETY: owning the lock owns the value.
+unsafe impl<T: Send> Send for CpuLock<T> {}
+
+/// A shared hold of a [`CpuLock`].
+pub(crate) struct CpuLockReadGuard<'a, T> {
+    value: &'a T,
+    _shard: RwLockReadGuard<'a, ()>,
+}
+
+/// An exclusive hold of a [`CpuLock`]: every shard, taken in order.
+pub(crate) struct CpuLockWriteGuard<'a, T> {
+    value: &'a mut T,
+    _shards: [RwLockWriteGuard<'a, ()>; SHARDS],
+}
+
+impl<T> std::ops::Deref for CpuLockReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T> std::ops::Deref for CpuLockWriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T> std::ops::DerefMut for CpuLockWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.value
+    }
+}
+
+impl<T> CpuLock<T> {
+    pub(crate) fn new(value: T) -> CpuLock<T> {
+        CpuLock {
+            shards: std::array::from_fn(|_| CachePadded::new(RwLock::new(()))),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// A shared hold.
+    #[inline]
+    pub(crate) fn read(&self) -> CpuLockReadGuard<'_, T> {
+        let shard = self.shards[current_shard()]
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        // SAFETY: a shard's read lock is held, so no write guard exists
+        // (it would hold that shard's write lock) until this one drops.
+        CpuLockReadGuard {
+            value: unsafe { &*self.value.get() },
+            _shard: shard,
+        }
+    }
+
+    /// An exclusive hold.
+    pub(crate) fn write(&self) -> CpuLockWriteGuard<'_, T> {
+        // Always in shard order, so two exclusive holders cannot deadlock.
+        let shards =
+            std::array::from_fn(|i| self.shards[i].write().unwrap_or_else(|e| e.into_inner()));
+        // SAFETY: every shard's write lock is held: no other guard exists
+        // until this one drops.
+        CpuLockWriteGuard {
+            value: unsafe { &mut *self.value.get() },
+            _shards: shards,
+        }
+    }
+
+    /// The value, through a unique borrow of the lock (no locking).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn readers_share_and_a_writer_excludes_them() {
+        let lock = Arc::new(CpuLock::new((0u64, 0u64)));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000u64 {
+                        if (i + t) % 50 == 0 {
+                            let mut g = lock.write();
+                            // Both halves change together, only here.
+                            g.0 += 1;
+                            std::hint::spin_loop();
+                            g.1 += 1;
+                        } else {
+                            let g = lock.read();
+                            assert_eq!(g.0, g.1, "a reader saw a writer's half-made change");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let g = lock.read();
+        assert_eq!(*g, (8 * 400, 8 * 400));
+    }
+
+    #[test]
+    fn two_shared_holds_on_one_thread_do_not_wait_for_each_other() {
+        let lock = CpuLock::new(5);
+        let a = lock.read();
+        let b = lock.read();
+        assert_eq!(*a + *b, 10);
+    }
+
+    #[test]
+    fn a_writer_that_panicked_leaves_the_value_usable() {
+        let lock = Arc::new(CpuLock::new(1));
+        let l = lock.clone();
+        let _ = std::thread::spawn(move || {
+            let mut g = l.write();
+            *g = 2;
+            panic!("a writer panics");
+        })
+        .join();
+        assert_eq!(*lock.read(), 2);
+        *lock.write() = 3;
+        assert_eq!(*lock.read(), 3);
+    }
+}
