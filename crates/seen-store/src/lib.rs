@@ -10,6 +10,7 @@
 //! <dir>/LOCK                      held (flock) while a store has it open
 //! <dir>/snapshots/<id>.snap       one per filter: name, expiry, lsn, filter
 //! <dir>/wal/<lsn>.<lane>.<seq>.log  preallocated log segments, in lanes
+//! <dir>/rings/<n>.ring            staging rings: adds waiting for their batch
 //! ```
 //!
 //! Every mutation is appended to the write-ahead log as a checksummed record
@@ -30,6 +31,14 @@
 //! after a snapshot's log position was read) has returned has the higher
 //! lsn. Two adds of the first kind may have theirs in either order, which
 //! cannot matter: both only set bits.
+//!
+//! Under `EverySec` and `No`, adds to fixed-size Bloom filters do not go
+//! to a lane one by one: each writer thread stages them in a ring of its
+//! own, a small file mapped into memory (three stores and a release store
+//! per add, no lock), and appends them to the log 256 at a time; the log's
+//! syncer and helper copy every ring out too, before each sync and every
+//! 100 ms. A process kill loses nothing staged: the next open replays the
+//! rings of the same boot after the log (docs/FORMAT.md, section 6.5).
 //!
 //! Concurrency: adds to fixed-size Bloom filters, and to scalable chains
 //! whose batch has room reserved in the newest sub-filter, hold the filter
@@ -75,6 +84,7 @@ mod cpu_lock;
 mod error;
 pub mod fs;
 mod record;
+mod ring;
 mod snapshot;
 mod store;
 mod wal;

@@ -17,6 +17,7 @@ use crate::cpu_lock::{CpuLock, CpuLockWriteGuard};
 use crate::error::{io_err, Error, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
+use crate::ring::{self, Rings};
 use crate::snapshot;
 use crate::wal::{self, FsyncPolicy, Wal};
 
@@ -224,8 +225,10 @@ const LOCK_WAIT: Duration = Duration::from_millis(500);
 /// docs/FORMAT.md section 6): 1 had no such file and long log records
 /// only; 2 adds the short record of the add of one hash; 3, snapshots of
 /// chains copied while adds went on (a count lsn in a chain's snapshot,
-/// which format 2 takes for corruption).
-const DIR_FORMAT: u32 = 4;
+/// which format 2 takes for corruption); 4, counting filters copied in
+/// pieces; 5, adds staged in rings (`rings/`, which format 4 would not
+/// read: after a process kill it would lose the adds staged there).
+const DIR_FORMAT: u32 = 5;
 
 /// Blocks (64 bytes each) of a counting filter copied under one hold of
 /// its lock at a checkpoint: 1 MiB.
@@ -425,6 +428,9 @@ pub struct Recovery {
     pub log_bytes: u64,
     /// Time spent reading the log and applying its records.
     pub replay_time: Duration,
+    /// Adds recovered from staging rings that a killed process left (see
+    /// docs/FORMAT.md, section 6.5), replayed after the log.
+    pub staged: u64,
 }
 
 impl Recovery {
@@ -510,6 +516,12 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // Adds still staged go into the log now, while the directory is
+        // still this store's (`_lock` is dropped after this): the log's
+        // helpers, which may hold the log a moment longer, then write
+        // nothing after the next open has read it. (What cannot be copied
+        // stays staged, for the next open on this boot.)
+        let _ = self.wal.copy_rings();
         // A thread's cached entry may outlive the store (see LAST_ENTRY):
         // leave it an empty filter, not the memory of a real one.
         let map = self.filters.get_mut();
@@ -592,6 +604,10 @@ impl Store {
         }
 
         check_dir_format(&*fs, &dir)?;
+        // Adds a killed process left staged (read now, replayed after the
+        // log), under any policy: the last run may have had another.
+        let ring_dir = dir.join(ring::RING_DIR);
+        let staged = ring::recover(&*fs, &ring_dir, fs.boot_id(), opts.salvage)?;
 
         let decode_opts = DecodeOptions {
             max_bytes: opts.max_filter_bytes,
@@ -879,6 +895,17 @@ impl Store {
                 set_count(&mut st.filter, count);
             }
         }
+        // Then the staged adds: each came after every record of its filter
+        // whose order matters (those are appended after copying the rings,
+        // see `Wal::order_point`), and an add to a filter deleted since is
+        // dropped, as in the log. One the log holds too sets no new bit.
+        for (id, hashes) in &staged.adds {
+            if let Some((_, st)) = by_id.get_mut(id) {
+                replay_adds(*id, &mut st.filter, hashes);
+                st.dirty.store(true, Ordering::Relaxed);
+            }
+        }
+        recovery.staged = staged.count();
         recovery.records = replayed as u64;
         recovery.replay_time = replay_start.elapsed();
         tracing::info!(
@@ -898,8 +925,33 @@ impl Store {
             opts.segment_size,
             next_lsn,
             segments,
+            Some(Rings::new(fs.clone(), ring_dir, fs.boot_id())),
         )?;
         wal.count_replayed(recovery.log_bytes);
+        // The staged adds go into the log, durably as the policy says,
+        // before their rings go (new rings reuse the names).
+        if !staged.files.is_empty() {
+            for (id, hashes) in &staged.adds {
+                for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
+                    wal.append_hashes(2, *id, chunk, true)?;
+                }
+            }
+            if staged.count() > 0 && opts.fsync != FsyncPolicy::No {
+                wal.sync_all()?;
+            }
+            for path in &staged.files {
+                if let Err(e) = fs.remove(path) {
+                    tracing::warn!("could not remove staging ring {}: {e}", path.display());
+                }
+            }
+            if staged.count() > 0 {
+                tracing::info!(
+                    "{}: {} adds recovered from staging rings",
+                    dir.display(),
+                    staged.count()
+                );
+            }
+        }
         // Two filters of one name: a power loss kept the later filter (its
         // create, or its snapshot) but not the delete of the earlier one,
         // which was not yet durable (so nothing after it was acknowledged
@@ -1392,6 +1444,18 @@ impl Store {
         }
     }
 
+    /// Logs adds of `hashes` to fixed-size Bloom filter `id`, whose order
+    /// does not matter: staged in the thread's ring, or appended to any
+    /// lane where there is none (see [`Wal::stage`]).
+    #[inline]
+    fn log_unordered(&self, id: u64, hashes: &[ItemHash]) -> Result<()> {
+        let wal = &*self.inner.wal;
+        if !wal.stage(id, hashes)? {
+            wal.append_hashes(2, id, hashes, true)?;
+        }
+        Ok(())
+    }
+
     /// [`add_bloom`](Self::add_bloom) of a single item (most calls of a
     /// server), without its loops: its hash `h` (the filter's), whose
     /// block the caller has started to load.
@@ -1403,9 +1467,26 @@ impl Store {
         filter: &BloomFilter,
         h: ItemHash,
     ) -> Result<(AddOutcome, Pending)> {
-        // Encoded and appended while the filter's line is on its way (see
-        // `prepare_one`, `append_ahead`), taken back if not needed.
         let wal = &*self.inner.wal;
+        if wal.stages() {
+            let mut new = Vec::with_capacity(1);
+            filter.add_hashes_logged(
+                &[h],
+                |absent| {
+                    self.log_unordered(id, absent)?;
+                    mark_dirty(dirty);
+                    fence(Ordering::Release);
+                    Ok::<(), Error>(())
+                },
+                &mut new,
+            )?;
+            fence(Ordering::Acquire);
+            let outcome = AddOutcome { new, stopped: None };
+            return Ok((outcome, Pending(wal.last_lsn())));
+        }
+        // Under `always`: encoded and appended while the filter's line is
+        // on its way (see `prepare_one`, `append_ahead`), taken back if
+        // not needed.
         let mut record = wal.prepare_one(2, id, h);
         let ahead = wal.append_ahead(&mut record);
         let mut new = Vec::with_capacity(1);
@@ -1459,7 +1540,7 @@ impl Store {
             filter.add_hashes_logged(
                 chunk,
                 |absent| {
-                    self.inner.wal.append_hashes(2, id, absent, true)?;
+                    self.log_unordered(id, absent)?;
                     mark_dirty(dirty);
                     fence(Ordering::Release);
                     Ok::<(), Error>(())

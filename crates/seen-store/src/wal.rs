@@ -26,6 +26,12 @@
 //! mark, which tells the reader after a power loss which damage the loss
 //! can explain (see [`SyncMark`]).
 //!
+//! Staging. Under `EverySec` and `No` adds to fixed-size Bloom filters are
+//! first staged in a ring of the writer thread's (see the `ring` module
+//! and [`Wal::stage`]), and reach a lane in batches of up to 256 hashes
+//! ([`Wal::copy_ring`]): before each sync, every 100 ms from the page
+//! helper, at each [`Wal::order_point`], and whenever a ring holds 256.
+//!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
 //! sequence of segments with a mutex of its own; every record takes its
 //! lsn from one counter, under its lane's mutex (unordered adds 64 at a
@@ -85,6 +91,7 @@ use crate::fs::{Fs, FsFile};
 use crate::record::{
     encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SHORT_FLAG, SHORT_RECORD,
 };
+use crate::ring::{self, Ring, Rings};
 use seen_core::ItemHash;
 
 /// When the log is synced to disk; see the module docs for what each can
@@ -421,6 +428,9 @@ pub(crate) struct Wal {
     mark: Option<Mutex<Box<dyn FsFile>>>,
     /// The machine's boot id, for the mark ([`Fs::boot_id`]).
     boot: [u8; 16],
+    /// Where threads stage their unordered adds (see [`Wal::stage`]):
+    /// under `EverySec` and `No`.
+    rings: Option<Rings>,
 }
 
 /// The name of the file in the log directory that says how far each lane
@@ -615,18 +625,31 @@ fn encode_hashes(buf: &mut [u8], kind: u8, id: u64, lsn: u64, hashes: &[ItemHash
     if is_short(kind, id, hashes.len()) {
         return encode_short(buf, id, lsn, hashes[0]);
     }
-    let len = hashes_len(hashes.len());
+    encode_long(buf, kind, id, lsn, hashes.len(), |dst| {
+        for (dst, h) in dst.chunks_exact_mut(16).zip(hashes) {
+            dst.copy_from_slice(&h.to_le_bytes());
+        }
+    });
+}
+
+/// Encodes the long form of an add or remove record of `n` hashes into
+/// `buf` (exactly its [`hashes_record_len`]), `hashes` writing their
+/// `16 * n` bytes (each hash's `lo`, then `hi`, little-endian).
+fn encode_long(
+    buf: &mut [u8],
+    kind: u8,
+    id: u64,
+    lsn: u64,
+    n: usize,
+    hashes: impl FnOnce(&mut [u8]),
+) {
+    let len = hashes_len(n);
     buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
     buf[8..16].copy_from_slice(&lsn.to_le_bytes());
     buf[16] = kind;
     buf[17..25].copy_from_slice(&id.to_le_bytes());
-    buf[25..29].copy_from_slice(&(hashes.len() as u32).to_le_bytes());
-    for (dst, h) in buf[29..29 + 16 * hashes.len()]
-        .chunks_exact_mut(16)
-        .zip(hashes)
-    {
-        dst.copy_from_slice(&h.to_le_bytes());
-    }
+    buf[25..29].copy_from_slice(&(n as u32).to_le_bytes());
+    hashes(&mut buf[29..29 + 16 * n]);
     buf[8 + len..].fill(0);
     let crc = crc32fast::hash(&buf[8..8 + len]);
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -721,6 +744,7 @@ impl Wal {
         segment_size: u64,
         next_lsn: u64,
         mut segments: Vec<SegmentFile>,
+        rings: Option<Rings>,
     ) -> Result<Arc<Wal>> {
         // Under `Always` every commit syncs every lane with records: one
         // lane, one fsync.
@@ -841,6 +865,7 @@ impl Wal {
             dir_dirty: AtomicBool::new(false),
             mark,
             boot: fs_boot,
+            rings: rings.filter(|_| policy != FsyncPolicy::Always),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -973,8 +998,11 @@ impl Wal {
                             *behind = done;
                         }
                     }
-                    // Then, with the pages seen to, the next segments.
+                    // Then, with the pages seen to, the next segments,
+                    // and the adds staged in rings (a failure is the
+                    // syncer's to report).
                     let Some(wal) = weak.upgrade() else { return };
+                    let _ = wal.copy_rings();
                     for lane in 0..active {
                         wal.prepare_spare(lane);
                     }
@@ -1212,6 +1240,12 @@ impl Wal {
     /// has a lower or equal one, and every one appended from now on a
     /// higher one (it raises the barrier, see [`take_lsn`](Self::take_lsn)).
     pub(crate) fn order_point(&self) -> u64 {
+        // Adds staged before this moment are records below it. One a ring
+        // cannot copy now (a full disk) gets a higher lsn later, and is
+        // replayed over the snapshot, which holds it already.
+        if let Err(e) = self.copy_rings() {
+            tracing::warn!("staged adds not yet in the log: {e}");
+        }
         let lsn = self.last_lsn();
         self.barrier.fetch_max(lsn, Ordering::AcqRel);
         lsn
@@ -1251,6 +1285,95 @@ impl Wal {
         self.append_in(lane, &mut st, !any_lane, total, |buf, lsn| {
             encode_hashes(buf, kind, id, lsn, hashes)
         })
+    }
+
+    /// Whether adds may be staged in rings (under `EverySec` and `No`).
+    #[inline]
+    pub(crate) fn stages(&self) -> bool {
+        self.rings.is_some()
+    }
+
+    /// Stages adds (`kind` 2) of `hashes` to the fixed-size Bloom filter
+    /// `id` in this thread's ring (see the `ring` module): they survive a
+    /// process kill once this returns, and reach the log in a batch.
+    /// `Ok(false)` if there is no ring to stage in (under `Always`, or
+    /// past the most rings a log makes): the caller appends them to a lane
+    /// instead. A ring that holds [`ring::FLUSH_AT`] adds is first copied
+    /// into the log; if that fails, nothing is staged.
+    #[inline]
+    pub(crate) fn stage(&self, id: u64, hashes: &[ItemHash]) -> Result<bool> {
+        let Some(rings) = &self.rings else {
+            return Ok(false);
+        };
+        if hashes.len() > ring::MAX_STAGE {
+            return Ok(false);
+        }
+        rings
+            .with_ring(|r| {
+                let staged = r.head().load(Ordering::Relaxed) - r.copied().load(Ordering::Acquire);
+                if staged >= ring::FLUSH_AT {
+                    self.copy_ring(r)?;
+                }
+                r.stage(id, hashes);
+                Ok(true)
+            })
+            .unwrap_or(Ok(false))
+    }
+
+    /// Appends the adds staged in `ring` to the log, in the ring's order,
+    /// as add records (any lane) of up to [`ring::FLUSH_AT`] hashes,
+    /// encoded straight from the ring into the segment, moving its copied
+    /// mark past each.
+    pub(crate) fn copy_ring(&self, ring: &Ring) -> Result<()> {
+        let mut last = lock(&ring.copying);
+        let head = ring.head().load(Ordering::Acquire);
+        let mut copied = ring.copied().load(Ordering::Relaxed);
+        while copied < head {
+            // A run of adds to one filter.
+            let id = ring.id_at(copied);
+            let most = (head - copied).min(ring::FLUSH_AT);
+            let mut n = 1;
+            while n < most && ring.id_at(copied + n) == id {
+                n += 1;
+            }
+            // The ring's records take rising lsns: above its last, as
+            // above this thread's last (`take_lsn`).
+            let floor = self.thread_last().max(*last);
+            LAST_TAKEN.with(|l| l.set((self.id, floor)));
+            let total = hashes_record_len(2, id, n as usize);
+            let (lane, mut st) = self.lock_any(total);
+            *last = self.append_in(lane, &mut st, false, total, |buf, lsn| {
+                if is_short(2, id, n as usize) {
+                    encode_short(buf, id, lsn, ring.hash_at(copied));
+                } else {
+                    encode_long(buf, 2, id, lsn, n as usize, |dst| {
+                        ring.copy_hashes(copied, dst)
+                    });
+                }
+            })?;
+            drop(st);
+            copied += n;
+            ring.copied().store(copied, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Copies every ring's staged adds into the log (see
+    /// [`copy_ring`](Self::copy_ring)); the first error, after trying
+    /// every ring.
+    pub(crate) fn copy_rings(&self) -> Result<()> {
+        let Some(rings) = &self.rings else {
+            return Ok(());
+        };
+        let mut out = Ok(());
+        for r in rings.all() {
+            if r.head().load(Ordering::Acquire) != r.copied().load(Ordering::Acquire) {
+                if let Err(e) = self.copy_ring(&r) {
+                    out = out.and(Err(e));
+                }
+            }
+        }
+        out
     }
 
     /// Encodes the add (`kind` 2) record of one hash for filter `id`
@@ -1474,13 +1597,16 @@ impl Wal {
     /// checkpoints when it passes a limit, so that the log's disk use and
     /// a restart's replay stay bounded.
     pub(crate) fn log_bytes(&self) -> u64 {
-        self.lanes
+        let lanes: u64 = self
+            .lanes
             .iter()
             .map(|lane| {
                 let st = lock(&lane.state);
                 st.rolled + st.cur.as_ref().map_or(0, |c| c.offset as u64)
             })
-            .sum()
+            .sum();
+        // Adds still staged, which a reopen would replay too: their hashes.
+        lanes + self.rings.as_ref().map_or(0, |r| 16 * r.staged())
     }
 
     /// Counts `bytes` of log found at open in [`log_bytes`](Self::log_bytes)
@@ -1603,6 +1729,15 @@ impl Wal {
     /// for a sync already running, which may have gathered its files
     /// before the latest records, then leads one.
     pub(crate) fn sync_all(&self) -> Result<()> {
+        // Staged adds first, so that this sync covers them too. One that
+        // cannot be copied now stays staged (a process kill still loses
+        // nothing), and the error is this sync's, after the sync.
+        let copied = self.copy_rings();
+        self.sync_staged().and(copied)
+    }
+
+    /// [`sync_all`](Self::sync_all) after the rings are copied.
+    fn sync_staged(&self) -> Result<()> {
         let mut s = lock(&self.sync);
         loop {
             if let Some(p) = &s.poisoned {
@@ -1888,7 +2023,7 @@ impl Wal {
     pub(crate) fn close(&self) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         if self.policy == FsyncPolicy::No {
-            return Ok(());
+            return self.copy_rings();
         }
         self.sync_all()
     }
@@ -2397,6 +2532,7 @@ mod tests {
             segment_size,
             1,
             vec![],
+            None,
         )
         .unwrap();
         (dir, fs, wal)
@@ -2930,6 +3066,7 @@ mod tests {
             64 << 10,
             n + 1,
             segments_of(dir.path()),
+            None,
         )
         .unwrap();
         assert!(!left.exists());
@@ -2961,6 +3098,7 @@ mod tests {
             1 << 16,
             121,
             segments,
+            None,
         )
         .unwrap();
         // Segment 4 ends below 500, above 200: it stays, and so must 5.

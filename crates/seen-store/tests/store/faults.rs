@@ -887,7 +887,8 @@ fn two_filters_of_one_name_keep_the_later_for_good() {
 #[test]
 fn flipped_byte_in_the_middle_of_the_log_stops_the_open() {
     let dir = tempfile::tempdir().unwrap();
-    add_fifty(dir.path(), StoreOptions::default().fsync);
+    // Under `always`: a record per add (no add is staged).
+    add_fifty(dir.path(), FsyncPolicy::Always);
     // The segment holding most of the records (a writer may move to
     // another lane for an add or two), damaged in the middle: records
     // follow the damage, so it is no torn tail.
@@ -943,8 +944,9 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
     // reopen must not get lsns up to C (a later replay would set the count
     // of 150 over theirs): the reopen hands out lsns above C.
     let dir = tempfile::tempdir().unwrap();
+    // Under `always`: a record per add (no add is staged).
     let opts = StoreOptions {
-        fsync: FsyncPolicy::No,
+        fsync: FsyncPolicy::Always,
         segment_size: 1 << 20,
         ..Default::default()
     };
