@@ -457,9 +457,12 @@ fn main() {
     let store = Store::open(dir.path(), opts).unwrap();
     let with_log = t.elapsed();
     let r = store.recovery().clone();
-    assert!(r.records >= records, "{r:?}");
+    // Staged adds reach the log in records of up to 256 (docs/FORMAT.md,
+    // section 6.5); a few may still be in a ring (recovered after the log).
+    assert!(r.adds + r.staged >= records, "{r:?}");
     println!(
-        "| reopen, snapshot + {records} log records | {:.0} ms |",
+        "| reopen, snapshot + {records} adds in {} log records | {:.0} ms |",
+        r.records,
         with_log.as_secs_f64() * 1e3
     );
     println!(
@@ -472,7 +475,8 @@ fn main() {
         r.replay_time.as_secs_f64() * 1e3
     );
     println!(
-        "\nlog replay: {:.1} million records/s (timed inside `Store::open`)",
+        "\nlog replay: {:.1} million adds/s, {:.2} million records/s (timed inside `Store::open`)",
+        r.add_replay_rate() / 1e6,
         r.replay_rate() / 1e6
     );
     key(1, records - 1, &mut b);

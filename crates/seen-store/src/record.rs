@@ -365,6 +365,11 @@ impl Record {
 pub(crate) struct HashBytes<'a>(&'a [u8]);
 
 impl<'a> HashBytes<'a> {
+    /// Hashes held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len() / 16
+    }
+
     pub(crate) fn iter(self) -> impl Iterator<Item = ItemHash> + 'a {
         self.0
             .chunks_exact(16)

@@ -426,6 +426,9 @@ pub struct Recovery {
     pub records: u64,
     /// Bytes of log those records occupy.
     pub log_bytes: u64,
+    /// Item hashes in the add records read (an add record holds one
+    /// call's, or up to 256 staged adds, docs/FORMAT.md section 6.5).
+    pub adds: u64,
     /// Time spent reading the log and applying its records.
     pub replay_time: Duration,
     /// Adds recovered from staging rings that a killed process left (see
@@ -440,6 +443,15 @@ impl Recovery {
             return 0.0;
         }
         self.records as f64 / self.replay_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Adds (item hashes of add records) replayed per second (0 without
+    /// any).
+    pub fn add_replay_rate(&self) -> f64 {
+        if self.adds == 0 {
+            return 0.0;
+        }
+        self.adds as f64 / self.replay_time.as_secs_f64().max(1e-9)
     }
 }
 
@@ -731,6 +743,7 @@ impl Store {
                 hashes,
             } = &found.record
             {
+                recovery.adds += hashes.len() as u64;
                 let (snap_lsn, batchable, fix_lsn) = match hot {
                     Some((hid, snap_lsn, batchable, fix_lsn)) if hid == *id => {
                         (snap_lsn, batchable, fix_lsn)
