@@ -1993,6 +1993,12 @@ impl Store {
 
     fn checkpoint_inner(&self, all: bool) -> Result<()> {
         let _one = lock(&self.inner.checkpointing);
+        // Adds staged so far into the segments about to be retired (the
+        // snapshots cover them), not into the fresh ones: a copy that
+        // fails now is made later, and replayed over the snapshot.
+        if let Err(e) = self.inner.wal.copy_rings() {
+            tracing::warn!("staged adds not yet in the log: {e}");
+        }
         // Records from here on go to a fresh segment; the older ones can all
         // be retired once the snapshots below cover them.
         self.inner.wal.start_new_segment()?;
