@@ -99,7 +99,30 @@ fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 
     // next run, of another target (`no` leaves hundreds of MiB, which the
     // kernel would write back while `always` waits for its syncs).
     rustix::fs::sync();
+    drop_log_pages();
     rate
+}
+
+/// The stores' log directories (see [`drop_log_pages`]).
+static LOG_DIRS: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Untimed, after each run: every store's log pages, written back by the
+/// sync before, leave the page cache, so that each run starts from the
+/// same state of memory whatever ran before it. Without it the `no`
+/// store kept every page of log it wrote (its policy drops none), up to
+/// gigabytes over the bench, and the next runs' fresh pages of log came
+/// from memory not touched for long, which on this VM costs a fault in the
+/// host each: `everysec` 50 x 100 ran at 11.4 million adds/s after the
+/// others in the table and at 13.4 million in runs of its own (BENCHMARKS.md,
+/// session 14).
+fn drop_log_pages() {
+    for dir in LOG_DIRS.lock().unwrap().iter() {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if let Ok(f) = std::fs::File::open(e.path()) {
+                let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
+            }
+        }
+    }
 }
 
 /// Untimed adds of other items, in batches, until nearly every page of the
@@ -280,6 +303,7 @@ fn main() {
             .unwrap(),
         );
         store.create(b"bench", &spec(1 << 30)).unwrap();
+        LOG_DIRS.lock().unwrap().push(store.wal_dir().to_path_buf());
         targets.push(Arc::new(move |items: &[&[u8]]| {
             store.add(b"bench", items, None).unwrap();
         }));
