@@ -71,6 +71,14 @@ fn ring_name(n: usize) -> String {
     format!("{n:04}.ring")
 }
 
+/// Whether `path` is named as a ring file is: four digits, `.ring`.
+fn is_ring_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".ring"))
+        .is_some_and(|n| n.len() == 4 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// One ring: its file's shared map, and what serialises its copies into
 /// the log.
 pub(crate) struct Ring {
@@ -162,11 +170,17 @@ impl Ring {
         }
     }
 
-    /// Stages adds of `hashes` to filter `id`, the leasing thread only,
-    /// with room for them (`head - copied + hashes.len() <= CAPACITY`).
-    /// They survive a process kill once this returns.
+    /// Stages adds of `hashes` to filter `id`. They survive a process kill
+    /// once this returns.
+    ///
+    /// # Safety
+    ///
+    /// Only the thread that leases the ring calls it (no other writes a
+    /// slot or the head), and with room for them: `head - copied +
+    /// hashes.len() <= CAPACITY`, so that no copier is reading a slot it
+    /// writes.
     #[inline]
-    pub(crate) fn stage(&self, id: u64, hashes: &[ItemHash]) {
+    pub(crate) unsafe fn stage(&self, id: u64, hashes: &[ItemHash]) {
         let head = self.head().load(Ordering::Relaxed);
         debug_assert!(
             head - self.copied().load(Ordering::Acquire) + hashes.len() as u64 <= CAPACITY
@@ -176,8 +190,8 @@ impl Ring {
             // SAFETY: the slot is inside the map (`slot`), and no one
             // reads it: the copiers read only slots below `head`, and this
             // one is at or above it; they have copied whatever the slot
-            // held before (the room was checked). Unaligned stores: a slot
-            // is 8-aligned, which `write_unaligned` does not need.
+            // held before (the caller checked the room). Unaligned stores:
+            // a slot is 8-aligned, which `write_unaligned` does not need.
             unsafe {
                 std::ptr::write_unaligned(self.slot(head + i as u64) as *mut [u64; 3], words)
             };
@@ -187,17 +201,26 @@ impl Ring {
             .store(head + hashes.len() as u64, Ordering::Release);
     }
 
-    /// The filter id of entry `n` (below the head, which the caller read
-    /// with acquire ordering, and at or above the copied mark).
+    /// The filter id of entry `n`.
+    ///
+    /// # Safety
+    ///
+    /// `n` is below a head the caller read with acquire ordering, and at
+    /// or above the copied mark, which only the caller moves (it holds
+    /// `copying`): the stager wrote the entry before it moved the head past
+    /// it, and writes it again only once the copied mark has passed it.
     #[inline]
-    pub(crate) fn id_at(&self, n: u64) -> u64 {
-        // SAFETY: inside the map (`slot`); the stager wrote it before it
-        // moved the head past it.
+    pub(crate) unsafe fn id_at(&self, n: u64) -> u64 {
+        // SAFETY: inside the map (`slot`); no one writes it (above).
         u64::from_le(unsafe { std::ptr::read_unaligned(self.slot(n) as *const u64) })
     }
 
-    /// The hash of entry `n` (as for [`id_at`](Self::id_at)).
-    pub(crate) fn hash_at(&self, n: u64) -> ItemHash {
+    /// The hash of entry `n`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`id_at`](Self::id_at).
+    pub(crate) unsafe fn hash_at(&self, n: u64) -> ItemHash {
         // SAFETY: as in `id_at`; the hash is the entry's last 16 bytes.
         let [lo, hi] = unsafe { std::ptr::read_unaligned(self.slot(n).add(8) as *const [u64; 2]) };
         ItemHash {
@@ -206,11 +229,14 @@ impl Ring {
         }
     }
 
-    /// Copies the hashes of entries `from..from + dst.len() / 16` (as for
-    /// [`id_at`](Self::id_at)) into `dst`, 16 bytes each, as a log record
-    /// holds them.
+    /// Copies the hashes of entries `from..from + dst.len() / 16` into
+    /// `dst`, 16 bytes each, as a log record holds them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`id_at`](Self::id_at), for each of the entries.
     #[inline]
-    pub(crate) fn copy_hashes(&self, from: u64, dst: &mut [u8]) {
+    pub(crate) unsafe fn copy_hashes(&self, from: u64, dst: &mut [u8]) {
         for (i, d) in dst.chunks_exact_mut(16).enumerate() {
             // SAFETY: as in `id_at`; 16 bytes from the entry's ninth,
             // inside it, into a 16-byte chunk of `dst`.
@@ -229,6 +255,8 @@ pub(crate) struct Rings {
     /// Unique in the process: the thread-local lease names its rings' log.
     uid: u64,
     all: Mutex<Vec<Arc<Ring>>>,
+    /// Ring files named so far (each ring's number), made or being made.
+    made: std::sync::atomic::AtomicUsize,
     /// When making a ring last failed (a full disk, say): no new attempt
     /// for a second, so that writers do not each try on every add.
     failed_at: Mutex<Option<std::time::Instant>>,
@@ -270,13 +298,15 @@ impl Rings {
             boot,
             uid: NEXT_RINGS.fetch_add(1, Ordering::Relaxed),
             all: Mutex::new(Vec::new()),
+            made: std::sync::atomic::AtomicUsize::new(0),
             failed_at: Mutex::new(None),
         }
     }
 
     /// Runs `f` on the ring leased to this thread, leasing one first (a
     /// free one, or a new one) if it has none of this log's; `None` if
-    /// there is none to lease.
+    /// there is none to lease. `f` must not call `with_ring` (of any log):
+    /// leasing another ring would let go of the one `f` holds.
     #[inline]
     pub(crate) fn with_ring<R>(&self, f: impl FnOnce(&Ring) -> R) -> Option<R> {
         let (uid, ring) = LEASED.try_with(|l| l.get()).ok()?;
@@ -313,33 +343,37 @@ impl Rings {
             })
     }
 
-    /// A ring no thread holds, made if there is none.
+    /// A ring no thread holds, made if there is none. The file is made
+    /// holding no lock: the syncer and a checkpoint read the list of rings
+    /// (`all`) and must not wait for a file system call.
     #[cold]
     fn lease(&self) -> Option<Arc<Ring>> {
-        let mut all = lock(&self.all);
-        for r in all.iter() {
-            if r.leased
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Some(r.clone());
+        let n = {
+            let all = lock(&self.all);
+            for r in all.iter() {
+                if r.leased
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Some(r.clone());
+                }
             }
-        }
-        if all.len() >= MAX_RINGS {
-            return None;
-        }
-        {
             let failed = lock(&self.failed_at);
             if failed.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
                 return None;
             }
-        }
-        let path = self.dir.join(ring_name(all.len()));
-        match Ring::create(&*self.fs, path, self.boot) {
+            let n = self.made.fetch_add(1, Ordering::Relaxed);
+            if n >= MAX_RINGS {
+                self.made.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            }
+            n
+        };
+        match Ring::create(&*self.fs, self.dir.join(ring_name(n)), self.boot) {
             Ok(ring) => {
                 ring.leased.store(true, Ordering::Relaxed);
                 let ring = Arc::new(ring);
-                all.push(ring.clone());
+                lock(&self.all).push(ring.clone());
                 Some(ring)
             }
             Err(e) => {
@@ -359,7 +393,12 @@ impl Rings {
     pub(crate) fn staged(&self) -> u64 {
         lock(&self.all)
             .iter()
-            .map(|r| r.head().load(Ordering::Acquire) - r.copied().load(Ordering::Acquire))
+            .map(|r| {
+                // The copied mark first: it only follows the head, so the
+                // head read after it is at least as far.
+                let copied = r.copied().load(Ordering::Acquire);
+                r.head().load(Ordering::Acquire).saturating_sub(copied)
+            })
             .sum()
     }
 }
@@ -373,8 +412,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
     pub(crate) adds: Vec<(u64, Vec<ItemHash>)>,
-    /// The ring files read (all of `rings/`), to remove once the log holds
-    /// their adds.
+    /// The ring files read (every file of `rings/` named as a ring), to
+    /// remove once the log holds their adds.
     pub(crate) files: Vec<PathBuf>,
 }
 
@@ -395,14 +434,23 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) ->
     fs.create_dir_all(dir)
         .map_err(|e| io_err("create directory", dir, e))?;
     let mut staged = Staged::default();
-    let mut paths = fs.list(dir).map_err(|e| io_err("list", dir, e))?;
+    let mut paths: Vec<PathBuf> = fs
+        .list(dir)
+        .map_err(|e| io_err("list", dir, e))?
+        .into_iter()
+        .filter(|p| is_ring_name(p))
+        .collect();
     paths.sort();
     for path in paths {
         let bytes = {
             use std::io::Read;
+            let mut f = fs.open_read(&path).map_err(|e| io_err("open", &path, e))?;
+            if !f.metadata().is_ok_and(|m| m.is_file()) {
+                tracing::warn!("{}: not a file; left alone", path.display());
+                continue;
+            }
             let mut b = Vec::new();
-            fs.open_read(&path)
-                .and_then(|mut f| f.read_to_end(&mut b))
+            f.read_to_end(&mut b)
                 .map_err(|e| io_err("read", &path, e))?;
             b
         };
@@ -483,8 +531,12 @@ mod tests {
             .with_ring(|r| {
                 for round in 0..10u64 {
                     let hashes: Vec<_> = (0..200).map(|i| h(round * 200 + i)).collect();
-                    r.stage(1 + round % 2, &hashes[..100]);
-                    r.stage(1 + round % 2, &hashes[100..]);
+                    // SAFETY: this thread leases the ring; the copied mark
+                    // moves below, so that 200 fit.
+                    unsafe {
+                        r.stage(1 + round % 2, &hashes[..100]);
+                        r.stage(1 + round % 2, &hashes[100..]);
+                    }
                     r.copied()
                         .store(r.head().load(Ordering::Relaxed) - 150, Ordering::Release);
                 }
@@ -533,7 +585,8 @@ mod tests {
         let rings = Rings::new(fs.clone(), dir.path().to_path_buf(), boot);
         rings
             .with_ring(|r| {
-                r.stage(5, &[h(1), h(2)]);
+                // SAFETY: this thread leases the ring, which is empty.
+                unsafe { r.stage(5, &[h(1), h(2)]) };
                 r.copied().store(3, Ordering::Release);
             })
             .unwrap();
@@ -553,6 +606,9 @@ mod tests {
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         std::fs::write(dir.path().join("0000.ring"), b"SEENRING").unwrap();
         std::fs::write(dir.path().join("0001.ring"), vec![0u8; FILE_BYTES]).unwrap();
+        // Not named as a ring: not read, not removed.
+        std::fs::write(dir.path().join("notes.txt"), b"x").unwrap();
+        std::fs::create_dir(dir.path().join("0002.ring.d")).unwrap();
         let staged = recover(&*fs, dir.path(), [0; 16], false).unwrap();
         assert!(staged.adds.is_empty());
         assert_eq!(staged.files.len(), 2);

@@ -534,6 +534,7 @@ impl Drop for Inner {
         // nothing after the next open has read it. (What cannot be copied
         // stays staged, for the next open on this boot.)
         let _ = self.wal.copy_rings();
+        self.wal.stop_helpers();
         // A thread's cached entry may outlive the store (see LAST_ENTRY):
         // leave it an empty filter, not the memory of a real one.
         let map = self.filters.get_mut();
@@ -945,7 +946,11 @@ impl Store {
         // before their rings go (new rings reuse the names).
         if !staged.files.is_empty() {
             for (id, hashes) in &staged.adds {
-                for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
+                // A deleted filter's adds are moot (dropped above).
+                if !by_id.contains_key(id) {
+                    continue;
+                }
+                for chunk in hashes.chunks(wal.max_staged_run()) {
                     wal.append_hashes(2, *id, chunk, true)?;
                 }
             }

@@ -431,6 +431,11 @@ pub(crate) struct Wal {
     /// Where threads stage their unordered adds (see [`Wal::stage`]):
     /// under `EverySec` and `No`.
     rings: Option<Rings>,
+    /// A copy of a ring into the log has failed (a full disk) since the
+    /// last pass of [`copy_rings`](Wal::copy_rings) that copied them all:
+    /// a thread then copies its own ring before it stages more, and so
+    /// fails its add rather than acknowledge one the log cannot take.
+    copy_failed: AtomicBool,
 }
 
 /// The name of the file in the log directory that says how far each lane
@@ -866,6 +871,7 @@ impl Wal {
             mark,
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
+            copy_failed: AtomicBool::new(false),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -1002,6 +1008,9 @@ impl Wal {
                     // and the adds staged in rings (a failure is the
                     // syncer's to report).
                     let Some(wal) = weak.upgrade() else { return };
+                    if wal.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                     let _ = wal.copy_rings();
                     for lane in 0..active {
                         wal.prepare_spare(lane);
@@ -1311,13 +1320,25 @@ impl Wal {
         rings
             .with_ring(|r| {
                 let staged = r.head().load(Ordering::Relaxed) - r.copied().load(Ordering::Acquire);
-                if staged >= ring::FLUSH_AT {
+                if staged >= ring::FLUSH_AT
+                    || (staged > 0 && self.copy_failed.load(Ordering::Relaxed))
+                {
                     self.copy_ring(r)?;
                 }
-                r.stage(id, hashes);
+                // SAFETY: the ring is this thread's lease (`with_ring`),
+                // and holds at most FLUSH_AT - 1 adds now (copied above),
+                // so that MAX_STAGE more fit.
+                unsafe { r.stage(id, hashes) };
                 Ok(true)
             })
             .unwrap_or(Ok(false))
+    }
+
+    /// Hashes in one add record of a ring's copy: [`ring::FLUSH_AT`], or
+    /// fewer where a segment is too small for such a record.
+    pub(crate) fn max_staged_run(&self) -> usize {
+        let fit = (self.max_record.saturating_sub(36) / 16) as usize;
+        fit.clamp(1, ring::FLUSH_AT as usize)
     }
 
     /// Appends the adds staged in `ring` to the log, in the ring's order,
@@ -1325,15 +1346,28 @@ impl Wal {
     /// encoded straight from the ring into the segment, moving its copied
     /// mark past each.
     pub(crate) fn copy_ring(&self, ring: &Ring) -> Result<()> {
+        let copied = self.copy_ring_entries(ring);
+        if copied.is_err() {
+            self.copy_failed.store(true, Ordering::Relaxed);
+        }
+        copied
+    }
+
+    /// [`copy_ring`](Self::copy_ring), but for noting a failure.
+    fn copy_ring_entries(&self, ring: &Ring) -> Result<()> {
         let mut last = lock(&ring.copying);
         let head = ring.head().load(Ordering::Acquire);
         let mut copied = ring.copied().load(Ordering::Relaxed);
+        let run = self.max_staged_run() as u64;
+        // SAFETY (each `id_at`, `hash_at` and `copy_hashes` below): entries
+        // `copied..head`, with `head` read above with acquire ordering and
+        // the copied mark moved only here, under `copying`.
         while copied < head {
             // A run of adds to one filter.
-            let id = ring.id_at(copied);
-            let most = (head - copied).min(ring::FLUSH_AT);
+            let id = unsafe { ring.id_at(copied) };
+            let most = (head - copied).min(run);
             let mut n = 1;
-            while n < most && ring.id_at(copied + n) == id {
+            while n < most && unsafe { ring.id_at(copied + n) } == id {
                 n += 1;
             }
             // The ring's records take rising lsns: above its last, as
@@ -1344,9 +1378,9 @@ impl Wal {
             let (lane, mut st) = self.lock_any(total);
             *last = self.append_in(lane, &mut st, false, total, |buf, lsn| {
                 if is_short(2, id, n as usize) {
-                    encode_short(buf, id, lsn, ring.hash_at(copied));
+                    encode_short(buf, id, lsn, unsafe { ring.hash_at(copied) });
                 } else {
-                    encode_long(buf, 2, id, lsn, n as usize, |dst| {
+                    encode_long(buf, 2, id, lsn, n as usize, |dst| unsafe {
                         ring.copy_hashes(copied, dst)
                     });
                 }
@@ -1372,6 +1406,9 @@ impl Wal {
                     out = out.and(Err(e));
                 }
             }
+        }
+        if out.is_ok() {
+            self.copy_failed.store(false, Ordering::Relaxed);
         }
         out
     }
@@ -1729,11 +1766,25 @@ impl Wal {
     /// for a sync already running, which may have gathered its files
     /// before the latest records, then leads one.
     pub(crate) fn sync_all(&self) -> Result<()> {
-        // Staged adds first, so that this sync covers them too. One that
-        // cannot be copied now stays staged (a process kill still loses
-        // nothing), and the error is this sync's, after the sync.
+        // Staged adds first, so that this sync covers them too. Those that
+        // cannot be copied now (a full disk: no segment can be made) stay
+        // staged, safe from a process kill but not yet from a power loss;
+        // from then on no add is staged, or acknowledged, until copies
+        // succeed again (`copy_failed`), and each sync tries again. The
+        // error is this sync's, after the sync of the rest.
         let copied = self.copy_rings();
         self.sync_staged().and(copied)
+    }
+
+    /// Marks the log poisoned (`s` is its sync state, held): no record is
+    /// appended, and no write acknowledged, until a checkpoint of every
+    /// filter has succeeded (see
+    /// [`reset_after_checkpoint`](Self::reset_after_checkpoint)).
+    fn poison(&self, s: &mut SyncState, msg: String) {
+        tracing::error!("{msg}");
+        s.poisoned = Some(msg);
+        s.poison_epoch += 1;
+        self.poisoned.store(true, Ordering::Release);
     }
 
     /// [`sync_all`](Self::sync_all) after the rings are copied.
@@ -1846,11 +1897,7 @@ impl Wal {
                 // After a failed fsync the kernel may have dropped the dirty
                 // pages: a retry could "succeed" without the data. Refuse
                 // until a checkpoint has rewritten everything.
-                let msg = format!("sync {}: {e}", path.display());
-                tracing::error!("{msg}");
-                s.poisoned = Some(msg);
-                s.poison_epoch += 1;
-                self.poisoned.store(true, Ordering::Release);
+                self.poison(&mut s, format!("sync {}: {e}", path.display()));
                 Err(io_err("sync", &path, e))
             }
         };
@@ -2017,6 +2064,13 @@ impl Wal {
         s.synced_lsn = s.synced_lsn.max(lsn - 1);
         self.synced_lsn.store(s.synced_lsn, Ordering::Release);
         Ok(())
+    }
+
+    /// Stops the background threads (at their next wake-up): the store
+    /// is going, and a later store of the same directory must not see
+    /// this log write after it has read the directory.
+    pub(crate) fn stop_helpers(&self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 
     /// Syncs everything and stops the background threads.

@@ -107,7 +107,7 @@ fn crash_rounds(policy: &str, seed: u64) {
     );
     if policy == "always" {
         assert_eq!(staged, 0, "nothing is staged under always");
-    } else {
+    } else if rounds() >= 10 {
         assert!(
             staged > 0,
             "no kill left a staged add: the rings went untested"
@@ -138,7 +138,13 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
         for e in std::fs::read_dir(&f).unwrap() {
             let p = e.unwrap().path();
             if p.is_file() {
-                std::fs::copy(&p, t.join(p.file_name().unwrap())).unwrap();
+                // The log's helper may rename or remove a spare meanwhile.
+                match std::fs::copy(&p, t.join(p.file_name().unwrap())) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    other => {
+                        other.unwrap();
+                    }
+                }
             }
         }
     }
@@ -197,5 +203,51 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
     let present = reopened.contains(b"f", &refs).unwrap().unwrap();
     assert!(present.iter().all(|&p| p), "an acknowledged add was lost");
     assert_eq!(bytes_of(&reopened), before, "bits or count differ");
+    drop(store);
+}
+
+/// A filter deleted (and its name taken by a new one) while adds to it are
+/// still staged: a process killed then reopens without them, the new
+/// filter holding only its own items.
+#[test]
+fn adds_staged_to_a_deleted_filter_stay_deleted() {
+    use seen_core::Layout;
+    use seen_store::{FilterSpec, FsyncPolicy};
+    let dir = tempfile::tempdir().unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let spec = FilterSpec::Bloom {
+        capacity: 100_000,
+        error_rate: 0.001,
+        layout: Layout::Blocked,
+    };
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::EverySec,
+        ..Default::default()
+    };
+    let old: Vec<Vec<u8>> = (0..200).map(|i| format!("old-{i}").into_bytes()).collect();
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    store.create(b"f", &spec).unwrap();
+    for it in &old {
+        store.add(b"f", &[it], None).unwrap();
+    }
+    assert!(store.delete(b"f").unwrap());
+    store.create(b"f", &spec).unwrap();
+    store.add(b"f", &[b"new"], None).unwrap();
+    copy_dir(dir.path(), copy.path(), &["rings", "snapshots", "wal"]);
+    std::fs::copy(dir.path().join("FORMAT"), copy.path().join("FORMAT")).unwrap();
+    let reopened = Store::open(copy.path(), opts).unwrap();
+    assert_eq!(
+        reopened.contains(b"f", &[b"new"]).unwrap(),
+        Some(vec![true])
+    );
+    let refs: Vec<&[u8]> = old.iter().map(|v| v.as_slice()).collect();
+    let back = reopened
+        .contains(b"f", &refs)
+        .unwrap()
+        .unwrap()
+        .iter()
+        .filter(|&&p| p)
+        .count();
+    assert!(back <= 2, "{back} of the deleted filter's items came back");
     drop(store);
 }

@@ -246,6 +246,85 @@ fn full_disk_fails_the_write_keeps_reads_and_recovers() {
     check_acked(dir.path(), &acked);
 }
 
+/// The same under `everysec`, where single-item adds to a fixed-size
+/// Bloom filter are staged in the thread's ring and reach the log 256 at
+/// a time (docs/FORMAT.md, section 6.5): once a ring cannot be copied
+/// into the log, the add that needed the copy fails, and so does every
+/// later one (the syncer's copies fail too) while the store stays
+/// readable; writes resume when space returns, and nothing acknowledged
+/// is lost.
+#[test]
+fn a_full_disk_under_staging_fails_adds_and_loses_none_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, faults) = faulty(dir.path(), FsyncPolicy::EverySec);
+    let big = FilterSpec::Bloom {
+        capacity: 1_000_000,
+        error_rate: 0.001,
+        layout: seen_core::Layout::Blocked,
+    };
+    s.create(b"f", &big).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..100 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+        acked.push(i);
+    }
+    faults.enospc_allocate.store(true, Ordering::SeqCst);
+    let mut failed_at = None;
+    for i in 100..200_000 {
+        match s.add(b"f", &[&item(i)], None) {
+            Ok(_) => acked.push(i),
+            Err(e) => {
+                assert!(e.to_string().contains("preallocate"), "{e}");
+                failed_at = Some(i);
+                break;
+            }
+        }
+    }
+    let failed_at = failed_at.expect("the disk filled and every add succeeded");
+    // The syncer's next pass cannot copy the staged adds either; adds keep
+    // failing while the disk is full, lookups go on.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    for i in failed_at..failed_at + 300 {
+        assert!(s.add(b"f", &[&item(i)], None).is_err(), "add {i}");
+    }
+    assert!(s.contains(b"f", &[&item(0)]).unwrap().unwrap()[0]);
+    faults.enospc_allocate.store(false, Ordering::SeqCst);
+    // Space is back: the next add copies the ring first, and goes on.
+    let resumed = failed_at + 1000;
+    s.add(b"f", &[&item(resumed)], None).unwrap();
+    acked.push(resumed);
+    let refs: Vec<Vec<u8>> = acked.iter().map(|&i| item(i)).collect();
+    let refs: Vec<&[u8]> = refs.iter().map(|v| v.as_slice()).collect();
+    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&p| p));
+    drop(s);
+    check_acked(dir.path(), &acked);
+}
+
+/// A thread that cannot have a ring (making its file fails) appends its
+/// adds to the log's lanes, one record each, and loses none.
+#[test]
+fn without_a_ring_adds_go_to_the_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, faults) = faulty(dir.path(), FsyncPolicy::EverySec);
+    s.create(b"f", &bloom()).unwrap();
+    // Making a ring preallocates its file, which fails now; lane 0's
+    // segment, made at open, has room for the adds.
+    faults.enospc_allocate.store(true, Ordering::SeqCst);
+    let acked: Vec<usize> = (0..50).collect();
+    for &i in &acked {
+        s.add(b"f", &[&item(i)], None).unwrap();
+    }
+    let rings = std::fs::read_dir(dir.path().join("rings")).unwrap().count();
+    assert_eq!(rings, 0, "no ring was made");
+    faults.enospc_allocate.store(false, Ordering::SeqCst);
+    drop(s);
+    let s = reopen(dir.path());
+    let r = s.recovery();
+    assert_eq!((r.adds, r.staged), (50, 0), "{r:?}");
+    drop(s);
+    check_acked(dir.path(), &acked);
+}
+
 #[test]
 fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
