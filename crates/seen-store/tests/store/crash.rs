@@ -150,28 +150,40 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
     }
 }
 
-/// What a `kill -9` leaves is what the files hold at that moment (the page
-/// cache is the files' contents): a copy of the data directory taken while
-/// the store is open, the staging rings first (an add the log's helper
-/// copies out of a ring meanwhile is then in the copy's log, or still in
-/// its ring), must reopen with every add acknowledged before the copy, the
-/// last of them from the rings, and the same filter, bits and count, as
-/// the one the adds made.
-#[test]
-fn a_copy_taken_while_open_reopens_with_every_staged_add() {
-    use seen_core::Layout;
-    use seen_store::{FilterSpec, FsyncPolicy};
-    let dir = tempfile::tempdir().unwrap();
-    let copy = tempfile::tempdir().unwrap();
-    let spec = FilterSpec::Bloom {
-        capacity: 100_000,
-        error_rate: 0.001,
-        layout: Layout::Blocked,
-    };
+/// `everysec`, where single-item adds to a fixed-size Bloom filter are
+/// staged in rings, and the spec of such a filter.
+fn staging() -> (StoreOptions, seen_store::FilterSpec) {
     let opts = StoreOptions {
-        fsync: FsyncPolicy::EverySec,
+        fsync: seen_store::FsyncPolicy::EverySec,
         ..Default::default()
     };
+    let spec = seen_store::FilterSpec::Bloom {
+        capacity: 100_000,
+        error_rate: 0.001,
+        layout: seen_core::Layout::Blocked,
+    };
+    (opts, spec)
+}
+
+/// What a `kill -9` of the store open in `dir` would leave now, copied
+/// into `copy` (the page cache is the files' contents; the staging rings
+/// first: an add the log's helper copies out of a ring meanwhile is then
+/// in the copy's log, or still in its ring), and reopened there.
+fn reopen_killed_copy(dir: &std::path::Path, copy: &std::path::Path, opts: StoreOptions) -> Store {
+    copy_dir(dir, copy, &["rings", "snapshots", "wal"]);
+    std::fs::copy(dir.join("FORMAT"), copy.join("FORMAT")).unwrap();
+    Store::open(copy, opts).unwrap()
+}
+
+/// A copy of the data directory taken while the store is open (see
+/// [`reopen_killed_copy`]) must reopen with every add acknowledged before
+/// the copy, the last of them from the rings, and the same filter, bits
+/// and count, as the one the adds made.
+#[test]
+fn a_copy_taken_while_open_reopens_with_every_staged_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let (opts, spec) = staging();
     let items: Vec<Vec<u8>> = (0..1000)
         .map(|i| format!("item-{i}").into_bytes())
         .collect();
@@ -193,9 +205,7 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
         .unwrap()
     };
     let before = bytes_of(&store);
-    copy_dir(dir.path(), copy.path(), &["rings", "snapshots", "wal"]);
-    std::fs::copy(dir.path().join("FORMAT"), copy.path().join("FORMAT")).unwrap();
-    let reopened = Store::open(copy.path(), opts).unwrap();
+    let reopened = reopen_killed_copy(dir.path(), copy.path(), opts);
     let r = reopened.recovery().clone();
     eprintln!("{r:?}");
     assert!(r.staged <= 1000 - 3 * 256, "{r:?}");
@@ -211,19 +221,9 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
 /// filter holding only its own items.
 #[test]
 fn adds_staged_to_a_deleted_filter_stay_deleted() {
-    use seen_core::Layout;
-    use seen_store::{FilterSpec, FsyncPolicy};
     let dir = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
-    let spec = FilterSpec::Bloom {
-        capacity: 100_000,
-        error_rate: 0.001,
-        layout: Layout::Blocked,
-    };
-    let opts = StoreOptions {
-        fsync: FsyncPolicy::EverySec,
-        ..Default::default()
-    };
+    let (opts, spec) = staging();
     let old: Vec<Vec<u8>> = (0..200).map(|i| format!("old-{i}").into_bytes()).collect();
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     store.create(b"f", &spec).unwrap();
@@ -233,9 +233,7 @@ fn adds_staged_to_a_deleted_filter_stay_deleted() {
     assert!(store.delete(b"f").unwrap());
     store.create(b"f", &spec).unwrap();
     store.add(b"f", &[b"new"], None).unwrap();
-    copy_dir(dir.path(), copy.path(), &["rings", "snapshots", "wal"]);
-    std::fs::copy(dir.path().join("FORMAT"), copy.path().join("FORMAT")).unwrap();
-    let reopened = Store::open(copy.path(), opts).unwrap();
+    let reopened = reopen_killed_copy(dir.path(), copy.path(), opts);
     assert_eq!(
         reopened.contains(b"f", &[b"new"]).unwrap(),
         Some(vec![true])
