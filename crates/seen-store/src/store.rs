@@ -1235,8 +1235,8 @@ impl Store {
         // block's cache miss started as soon as the hold is taken. Started
         // before the hold, the miss held up the hold's locked instruction
         // (which waits for earlier memory operations), and with it the
-        // work the miss could overlap: with 50 writers 84.1-86.4% of the
-        // in-memory filter's adds/s, against 84.1-89.1% (BENCHMARKS.md,
+        // work the miss could overlap: with 50 writers 82.7-86.4% of the
+        // in-memory filter's adds/s, against 86.7-89.1% (BENCHMARKS.md,
         // session 14).
         let early = match (&entry.prefetcher, items) {
             (Some(p), [item]) => Some((p, p.hash(item))),

@@ -1342,9 +1342,9 @@ impl Wal {
     }
 
     /// Appends the adds staged in `ring` to the log, in the ring's order,
-    /// as add records (any lane) of up to [`ring::FLUSH_AT`] hashes,
-    /// encoded straight from the ring into the segment, moving its copied
-    /// mark past each.
+    /// as add records (any lane) of up to [`max_staged_run`](Self::max_staged_run)
+    /// hashes, encoded straight from the ring into the segment, moving
+    /// its copied mark past each.
     pub(crate) fn copy_ring(&self, ring: &Ring) -> Result<()> {
         let copied = self.copy_ring_entries(ring);
         if copied.is_err() {
@@ -1407,7 +1407,7 @@ impl Wal {
                 }
             }
         }
-        if out.is_ok() {
+        if out.is_ok() && self.copy_failed.load(Ordering::Relaxed) {
             self.copy_failed.store(false, Ordering::Relaxed);
         }
         out
@@ -1776,17 +1776,6 @@ impl Wal {
         self.sync_staged().and(copied)
     }
 
-    /// Marks the log poisoned (`s` is its sync state, held): no record is
-    /// appended, and no write acknowledged, until a checkpoint of every
-    /// filter has succeeded (see
-    /// [`reset_after_checkpoint`](Self::reset_after_checkpoint)).
-    fn poison(&self, s: &mut SyncState, msg: String) {
-        tracing::error!("{msg}");
-        s.poisoned = Some(msg);
-        s.poison_epoch += 1;
-        self.poisoned.store(true, Ordering::Release);
-    }
-
     /// [`sync_all`](Self::sync_all) after the rings are copied.
     fn sync_staged(&self) -> Result<()> {
         let mut s = lock(&self.sync);
@@ -1897,7 +1886,11 @@ impl Wal {
                 // After a failed fsync the kernel may have dropped the dirty
                 // pages: a retry could "succeed" without the data. Refuse
                 // until a checkpoint has rewritten everything.
-                self.poison(&mut s, format!("sync {}: {e}", path.display()));
+                let msg = format!("sync {}: {e}", path.display());
+                tracing::error!("{msg}");
+                s.poisoned = Some(msg);
+                s.poison_epoch += 1;
+                self.poisoned.store(true, Ordering::Release);
                 Err(io_err("sync", &path, e))
             }
         };
