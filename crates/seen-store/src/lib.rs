@@ -32,8 +32,8 @@
 //! lsn. Two adds of the first kind may have theirs in either order, which
 //! cannot matter: both only set bits.
 //!
-//! Under `EverySec` and `No`, adds to fixed-size Bloom filters do not go
-//! to a lane one by one: each writer thread stages them in a ring of its
+//! Under `EverySec` and `No`, adds to fixed-size Bloom filters (and to
+//! chains with room reserved) do not go to a lane one by one: each writer thread stages them in a ring of its
 //! own, a small file mapped into memory (three stores and a release store
 //! per add, no lock), and appends them to the log 256 at a time; the log's
 //! syncer and helper copy every ring out too, before each sync and every

@@ -1,8 +1,11 @@
 //! Staging rings: where a writer thread puts the adds whose order does not
 //! matter, under `everysec` and `no`, before they go to the log in batches.
 //!
-//! An add to a fixed-size Bloom filter only sets bits, so it needs no place
-//! in the log's order: only to survive. A ring is a small file in
+//! An add to a fixed-size Bloom filter, or to a scalable chain with room
+//! reserved for it in the newest sub-filter, only sets bits, so it needs
+//! no place in the log's order among its kind: only to survive (and to
+//! reach the log before anything that may grow the chain, which copies
+//! the rings first). A ring is a small file in
 //! `<dir>/rings/`, mapped shared into memory, that one thread at a time
 //! leases. The thread writes each add (the filter's id and the item's
 //! hash, 24 bytes) into the ring's next slot and then moves the ring's

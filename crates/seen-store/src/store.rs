@@ -1329,6 +1329,12 @@ impl Store {
         chain: &mut ScalableBloomFilter,
         hashes: &[ItemHash],
     ) -> Result<(AddOutcome, u64)> {
+        // The chain's adds still staged (made with room reserved, before
+        // this exclusive hold) go into the log first: they went into the
+        // newest sub-filter as it is now, and replay must apply them
+        // before any add that may grow the chain. If they cannot be copied
+        // (a full disk), this add fails.
+        self.inner.wal.copy_rings()?;
         const CHUNK: usize = 16;
         for &h in hashes.iter().take(CHUNK) {
             chain.prefetch(h);
@@ -1465,9 +1471,10 @@ impl Store {
         }
     }
 
-    /// Logs adds of `hashes` to fixed-size Bloom filter `id`, whose order
-    /// does not matter: staged in the thread's ring, or appended to any
-    /// lane where there is none (see [`Wal::stage`]).
+    /// Logs adds of `hashes` to filter `id` whose order does not matter
+    /// (to a fixed-size Bloom filter, or to a chain with room reserved for
+    /// them): staged in the thread's ring, or appended to any lane where
+    /// there is none (see [`Wal::stage`]).
     #[inline]
     fn log_unordered(&self, id: u64, hashes: &[ItemHash]) -> Result<()> {
         let wal = &*self.inner.wal;
@@ -1577,9 +1584,10 @@ impl Store {
     /// lines the check loads are still there when the chunk is applied:
     /// check (the next chunk prefetched meanwhile, so that misses overlap), log
     /// what can change the filter (every item with `log_all`), then apply;
-    /// stops at the first error `apply` returns. Records go to any of the
-    /// log's lanes with `any_lane` (adds whose order cannot matter), else
-    /// to lane 0 (see the `wal` module docs). Returns the answers and
+    /// stops at the first error `apply` returns. Records are staged, or go
+    /// to any of the log's lanes, with `any_lane` (adds whose order cannot
+    /// matter, see [`log_unordered`](Self::log_unordered)), else to lane 0
+    /// (see the `wal` module docs). Returns the answers and
     /// an lsn that covers every record they depend on (including the
     /// records of earlier adds of the same items).
     #[allow(clippy::too_many_arguments)]
@@ -1617,9 +1625,11 @@ impl Store {
                 }
             }
             if n > 0 {
-                self.inner
-                    .wal
-                    .append_hashes(2, id, &to_log[..n], any_lane)?;
+                if any_lane {
+                    self.log_unordered(id, &to_log[..n])?;
+                } else {
+                    self.inner.wal.append_hashes(2, id, &to_log[..n], false)?;
+                }
                 mark_dirty(dirty);
                 fence(Ordering::Release);
             }
@@ -1749,6 +1759,9 @@ impl Store {
                 return Err(ErrorKind::WrongKind("only RedisBloom chains load dump chunks").into());
             };
             f.redis_chunk_place(iter, data.len() as u64)?;
+            // Adds staged before the chunk (with room reserved in the
+            // chain) go into the log before it, as they were made.
+            self.inner.wal.copy_rings()?;
             // Log in pieces no larger than a record may be, each a valid
             // chunk of its own (inside the same link), applied as soon as
             // it is logged, so that the filter and the log never disagree

@@ -26,11 +26,13 @@
 //! mark, which tells the reader after a power loss which damage the loss
 //! can explain (see [`SyncMark`]).
 //!
-//! Staging. Under `EverySec` and `No` adds to fixed-size Bloom filters are
-//! first staged in a ring of the writer thread's (see the `ring` module
-//! and [`Wal::stage`]), and reach a lane in batches of up to 256 hashes
+//! Staging. Under `EverySec` and `No` adds to fixed-size Bloom filters,
+//! and adds to scalable chains with room reserved for them, are first
+//! staged in a ring of the writer thread's (see the `ring` module and
+//! [`Wal::stage`]), and reach a lane in batches of up to 256 hashes
 //! ([`Wal::copy_ring`]): before each sync, every 100 ms from the page
-//! helper, at each [`Wal::order_point`], and whenever a ring holds 256.
+//! helper, at each [`Wal::order_point`], before a chain's add that may
+//! grow it or a dump chunk, and whenever a ring holds 256.
 //!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
 //! sequence of segments with a mutex of its own; every record takes its
@@ -1302,8 +1304,9 @@ impl Wal {
         self.rings.is_some()
     }
 
-    /// Stages adds (`kind` 2) of `hashes` to the fixed-size Bloom filter
-    /// `id` in this thread's ring (see the `ring` module): they survive a
+    /// Stages adds (`kind` 2) of `hashes` to filter `id` (a fixed-size
+    /// Bloom filter, or a chain with room reserved for them) in this
+    /// thread's ring (see the `ring` module): they survive a
     /// process kill once this returns, and reach the log in a batch.
     /// `Ok(false)` if there is no ring to stage in (under `Always`, or
     /// past the most rings a log makes): the caller appends them to a lane
