@@ -76,7 +76,7 @@ fn crash_rounds(policy: &str, seed: u64) {
             check.extend((0..2000).map(|_| &acknowledged[rng.gen_range(0..before)]));
         }
         let refs: Vec<&[u8]> = check.iter().map(|s| s.as_bytes()).collect();
-        for filter in [&b"crash"[..], b"crash-bloom"] {
+        for filter in [&b"crash"[..], b"crash-bloom", b"crash-big-chain"] {
             if refs.is_empty() {
                 break;
             }

@@ -359,7 +359,7 @@ impl Fs for Rebooted {
     }
 }
 
-fn specs() -> [(&'static [u8], FilterSpec); 2] {
+fn specs() -> [(&'static [u8], FilterSpec); 3] {
     [
         (
             b"blocked",
@@ -374,6 +374,18 @@ fn specs() -> [(&'static [u8], FilterSpec); 2] {
             FilterSpec::Scalable {
                 capacity: 2_000,
                 error_rate: 0.001,
+                layout: Layout::Blocked,
+                expansion: 2,
+                nonscaling: false,
+            },
+        ),
+        // Far from its capacity, so that adds reserve room and are staged
+        // (docs/FORMAT.md, section 6.5), as a fixed-size filter's are.
+        (
+            b"big-chain",
+            FilterSpec::Scalable {
+                capacity: 3_000_000,
+                error_rate: 0.01,
                 layout: Layout::Blocked,
                 expansion: 2,
                 nonscaling: false,
@@ -423,7 +435,7 @@ fn run_until_cut(
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
-                let filter = (i % 3 == 0) as usize;
+                let filter = [1, 0, 2, 0][(i % 4) as usize];
                 // Mostly single items; every few calls a batch, and now and
                 // then an item added before (present: the record is taken
                 // back if it can be).

@@ -1,9 +1,10 @@
 //! Child process of the crash test: adds items through a store in a loop
 //! and prints the number of every item once its add was acknowledged, until
 //! the parent kills it. Each item goes to a scalable chain in a batch (of 1
-//! to 7 items) and to a fixed-size Bloom filter on its own (the path of
+//! to 7 items), and on its own to a fixed-size Bloom filter (the path of
 //! most of a server's adds), where an earlier item of the thread is added
-//! again too (present: its log record is taken back).
+//! again too (present: its log record is taken back), and to a chain far
+//! from its capacity (staged, as the fixed-size filter's adds).
 //!
 //! Usage: seen-store-crash-child DIR always|everysec|no ROUND THREADS
 
@@ -43,6 +44,15 @@ fn main() {
         error_rate: 0.001,
         layout: Layout::Blocked,
     };
+    // A chain far from its capacity: its adds reserve room and are staged
+    // in rings under `everysec`, as the fixed-size filter's are.
+    let big_chain = FilterSpec::Scalable {
+        capacity: 3_000_000,
+        error_rate: 0.01,
+        layout: Layout::Blocked,
+        expansion: 2,
+        nonscaling: false,
+    };
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let store = store.clone();
@@ -59,6 +69,9 @@ fn main() {
                     for item in &refs {
                         store
                             .add(b"crash-bloom", &[item], Some(&bloom))
+                            .expect("add");
+                        store
+                            .add(b"crash-big-chain", &[item], Some(&big_chain))
                             .expect("add");
                     }
                     let again = format!("r{round}-t{t}-{}", i / 2);
