@@ -85,6 +85,12 @@ struct EntryState {
     /// Changed since the last snapshot. Set by adders that hold the state
     /// only shared; cleared by a checkpoint, which holds it exclusively.
     dirty: AtomicBool,
+    /// A chain's adds (with room reserved) may be staged in rings since it
+    /// was last held exclusively: an add that may grow it, or a dump
+    /// chunk, copies the rings first (see `add_chain`). Set by adders that
+    /// hold the state only shared; cleared by one that holds it
+    /// exclusively, after the copy.
+    staged: AtomicBool,
     snap_lsn: u64,
 }
 
@@ -668,6 +674,7 @@ impl Store {
                                 filter: l.filter,
                                 expire_at_ms: l.expire_at_ms,
                                 dirty: AtomicBool::new(false),
+                                staged: AtomicBool::new(false),
                                 snap_lsn: l.lsn,
                             },
                         ),
@@ -849,6 +856,7 @@ impl Store {
                                 filter,
                                 expire_at_ms: 0,
                                 dirty: AtomicBool::new(true),
+                                staged: AtomicBool::new(false),
                                 snap_lsn: 0,
                             },
                         ),
@@ -881,6 +889,7 @@ impl Store {
                                 filter: AnyFilter::Scalable(filter),
                                 expire_at_ms: 0,
                                 dirty: AtomicBool::new(true),
+                                staged: AtomicBool::new(false),
                                 snap_lsn: 0,
                             },
                         ),
@@ -1147,6 +1156,7 @@ impl Store {
                         filter,
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
+                        staged: AtomicBool::new(false),
                         snap_lsn: 0,
                     },
                 )),
@@ -1287,9 +1297,19 @@ impl Store {
         if let EntryState {
             filter: AnyFilter::Scalable(chain),
             dirty,
+            staged,
             ..
         } = &mut *st
         {
+            // The chain's adds still staged (made with room reserved,
+            // before this exclusive hold) go into the log first: they went
+            // into the newest sub-filter as it is now, and replay must
+            // apply them before any add that may grow the chain. If they
+            // cannot be copied (a full disk), this add fails.
+            if staged.load(Ordering::Relaxed) {
+                self.inner.wal.copy_rings()?;
+                staged.store(false, Ordering::Relaxed);
+            }
             let (outcome, lsn) = self.add_chain(entry.id, dirty, chain, &hashes)?;
             return Ok((outcome, Pending(lsn)));
         }
@@ -1329,12 +1349,6 @@ impl Store {
         chain: &mut ScalableBloomFilter,
         hashes: &[ItemHash],
     ) -> Result<(AddOutcome, u64)> {
-        // The chain's adds still staged (made with room reserved, before
-        // this exclusive hold) go into the log first: they went into the
-        // newest sub-filter as it is now, and replay must apply them
-        // before any add that may grow the chain. If they cannot be copied
-        // (a full disk), this add fails.
-        self.inner.wal.copy_rings()?;
         const CHUNK: usize = 16;
         for &h in hashes.iter().take(CHUNK) {
             chain.prefetch(h);
@@ -1446,6 +1460,9 @@ impl Store {
                     return Ok(None);
                 }
                 let w = std::cell::RefCell::new(w);
+                if !st.staged.load(Ordering::Relaxed) {
+                    st.staged.store(true, Ordering::Relaxed);
+                }
                 self.add_logged(
                     entry.id,
                     &st.dirty,
@@ -1737,6 +1754,7 @@ impl Store {
                         filter: AnyFilter::Scalable(filter),
                         expire_at_ms: 0,
                         dirty: AtomicBool::new(true),
+                        staged: AtomicBool::new(false),
                         snap_lsn: 0,
                     },
                 )),
@@ -1761,7 +1779,10 @@ impl Store {
             f.redis_chunk_place(iter, data.len() as u64)?;
             // Adds staged before the chunk (with room reserved in the
             // chain) go into the log before it, as they were made.
-            self.inner.wal.copy_rings()?;
+            if st.staged.load(Ordering::Relaxed) {
+                self.inner.wal.copy_rings()?;
+                st.staged.store(false, Ordering::Relaxed);
+            }
             // Log in pieces no larger than a record may be, each a valid
             // chunk of its own (inside the same link), applied as soon as
             // it is logged, so that the filter and the log never disagree
