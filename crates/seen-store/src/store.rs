@@ -2502,4 +2502,129 @@ mod tests {
             assert!(out.stopped.is_none());
         }
     }
+
+    /// What a `kill -9` of the store open in `dir` would leave now: its
+    /// files copied into `to` (the page cache is the files' contents).
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dst = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(&e.path(), &dst);
+            } else {
+                std::fs::copy(e.path(), dst).unwrap();
+            }
+        }
+    }
+
+    /// A chain whose first sub-filter has room reserved for 999 single
+    /// adds (2^21 short of its capacity), which are staged.
+    fn staging_chain(layout: seen_core::Layout) -> FilterSpec {
+        FilterSpec::Scalable {
+            capacity: (1 << 21) + 1000,
+            error_rate: 0.01,
+            layout,
+            expansion: 2,
+            nonscaling: false,
+        }
+    }
+
+    /// Opens a store under `no` whose page helper copies no ring, and
+    /// stages 200 single adds to chain `c` made by `spec` (fewer than a
+    /// ring holds before its thread copies it): they stay in the ring
+    /// until something else copies it.
+    fn store_with_staged_chain_adds(dir: &Path, spec: &FilterSpec) -> (Store, Vec<Vec<u8>>) {
+        let opts = StoreOptions {
+            fsync: FsyncPolicy::No,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(dir, opts).unwrap();
+        store
+            .inner
+            .wal
+            .helper_copies_paused
+            .store(true, Ordering::Relaxed);
+        store.create(b"c", spec).unwrap();
+        let staged: Vec<Vec<u8>> = (0..200)
+            .map(|i| format!("staged-{i}").into_bytes())
+            .collect();
+        for k in &staged {
+            assert_eq!(store.add(b"c", &[k], None).unwrap().new, [true]);
+        }
+        assert_eq!(store.inner.wal.staged(), 200, "the adds wait in the ring");
+        (store, staged)
+    }
+
+    /// Adds staged in a chain's newest sub-filter (room reserved) must
+    /// reach the log before an add that grows the chain: replayed after
+    /// it, they would go into the new sub-filter. Here they are still in
+    /// the ring when one batch (too large to reserve room for) fills the
+    /// first sub-filter and grows the chain; a copy taken then reopens to
+    /// the same chain, bit for bit and count for count.
+    #[test]
+    fn adds_staged_in_a_chain_reach_the_log_before_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        let (store, staged) =
+            store_with_staged_chain_adds(dir.path(), &staging_chain(seen_core::Layout::Blocked));
+        let batch: Vec<Vec<u8>> = (0..(1u64 << 21) + 5000)
+            .map(|i| format!("batch-{i}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = batch.iter().map(|v| v.as_slice()).collect();
+        let out = store.add(b"c", &refs, None).unwrap();
+        assert!(out.stopped.is_none());
+        let links = store
+            .with_filter(b"c", |f| match f {
+                AnyFilter::Scalable(c) => c.links(),
+                _ => 0,
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(links, 2, "the batch grew the chain");
+        let before = encoded(&store, b"c");
+        copy_tree(dir.path(), copy.path());
+        let reopened = Store::open(copy.path(), StoreOptions::default()).unwrap();
+        let refs: Vec<&[u8]> = staged.iter().map(|v| v.as_slice()).collect();
+        let found = reopened.contains(b"c", &refs).unwrap().unwrap();
+        assert!(found.iter().all(|&f| f), "a staged add was lost");
+        // Not `assert_eq!`, which would print megabytes.
+        assert!(
+            encoded(&reopened, b"c") == before,
+            "replay put the staged adds elsewhere than they were made"
+        );
+        drop(store);
+    }
+
+    /// Likewise before a dump chunk loaded into the chain, which replaces
+    /// the bits the staged adds set: replayed after the chunk, they would
+    /// set them again.
+    #[test]
+    fn adds_staged_in_a_chain_reach_the_log_before_a_dump_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        let (store, _) =
+            store_with_staged_chain_adds(dir.path(), &staging_chain(seen_core::Layout::Classic));
+        // Zeros over the whole first sub-filter (`BF.LOADCHUNK c iter
+        // data`, the iterator one past the chunk's end).
+        let bytes = store
+            .with_filter(b"c", |f| match f {
+                // Classic: the size is in bits.
+                AnyFilter::Scalable(c) => c.link_info()[0].size / 8,
+                _ => 0,
+            })
+            .unwrap()
+            .unwrap();
+        let zeros = vec![0u8; bytes as usize];
+        store.load_redis_chunk(b"c", 1 + bytes, &zeros).unwrap();
+        let before = encoded(&store, b"c");
+        copy_tree(dir.path(), copy.path());
+        let reopened = Store::open(copy.path(), StoreOptions::default()).unwrap();
+        // Not `assert_eq!`, which would print megabytes.
+        assert!(
+            encoded(&reopened, b"c") == before,
+            "replay set the staged adds' bits over the chunk"
+        );
+        drop(store);
+    }
 }

@@ -438,6 +438,10 @@ pub(crate) struct Wal {
     /// a thread then copies its own ring before it stages more, and so
     /// fails its add rather than acknowledge one the log cannot take.
     copy_failed: AtomicBool,
+    /// Tests: the page helper copies no ring while set, so that a test
+    /// can hold adds staged across a moment it means to test.
+    #[cfg(test)]
+    pub(crate) helper_copies_paused: AtomicBool,
 }
 
 /// The name of the file in the log directory that says how far each lane
@@ -874,6 +878,8 @@ impl Wal {
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
             copy_failed: AtomicBool::new(false),
+            #[cfg(test)]
+            helper_copies_paused: AtomicBool::new(false),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -1013,7 +1019,13 @@ impl Wal {
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let _ = wal.copy_rings();
+                    #[cfg(test)]
+                    let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
+                    #[cfg(not(test))]
+                    let copy = true;
+                    if copy {
+                        let _ = wal.copy_rings();
+                    }
                     for lane in 0..active {
                         wal.prepare_spare(lane);
                     }
@@ -1296,6 +1308,12 @@ impl Wal {
         self.append_in(lane, &mut st, !any_lane, total, |buf, lsn| {
             encode_hashes(buf, kind, id, lsn, hashes)
         })
+    }
+
+    /// Tests: adds staged in rings and not yet in the log.
+    #[cfg(test)]
+    pub(crate) fn staged(&self) -> u64 {
+        self.rings.as_ref().map_or(0, |r| r.staged())
     }
 
     /// Whether adds may be staged in rings (under `EverySec` and `No`).
