@@ -41,6 +41,7 @@ use seen_core::ItemHash;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::Fs;
+use crate::wal::lock;
 
 /// The directory of the rings, in the data directory.
 pub(crate) const RING_DIR: &str = "rings";
@@ -404,10 +405,6 @@ impl Rings {
             })
             .sum()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the rings a killed process left hold: the adds not yet copied to

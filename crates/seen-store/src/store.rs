@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seen_core::{
@@ -19,7 +19,7 @@ use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::ring::{self, Rings};
 use crate::snapshot;
-use crate::wal::{self, FsyncPolicy, Wal};
+use crate::wal::{self, lock, FsyncPolicy, Wal};
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
@@ -128,17 +128,14 @@ impl Entry {
     }
 }
 
-/// Marks a filter changed since its last snapshot. Reads first: a store on
-/// every add would pull the line away from the other cores' writers each
-/// time.
-fn mark_dirty(dirty: &AtomicBool) {
-    if !dirty.load(Ordering::Relaxed) {
-        dirty.store(true, Ordering::Relaxed);
+/// Sets a flag that adders set and an exclusive holder clears (a filter's
+/// `dirty`, changed since its last snapshot, or `staged`). Reads first: a
+/// store on every add would pull the line away from the other cores'
+/// writers each time.
+fn raise(flag: &AtomicBool) {
+    if !flag.load(Ordering::Relaxed) {
+        flag.store(true, Ordering::Relaxed);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn now_ms() -> i64 {
@@ -928,7 +925,8 @@ impl Store {
                 st.dirty.store(true, Ordering::Relaxed);
             }
         }
-        recovery.staged = staged.count();
+        let staged_adds = staged.count();
+        recovery.staged = staged_adds;
         recovery.records = replayed as u64;
         recovery.replay_time = replay_start.elapsed();
         tracing::info!(
@@ -963,7 +961,7 @@ impl Store {
                     wal.append_hashes(2, *id, chunk, true)?;
                 }
             }
-            if staged.count() > 0 && opts.fsync != FsyncPolicy::No {
+            if staged_adds > 0 && opts.fsync != FsyncPolicy::No {
                 wal.sync_all()?;
             }
             for path in &staged.files {
@@ -971,11 +969,10 @@ impl Store {
                     tracing::warn!("could not remove staging ring {}: {e}", path.display());
                 }
             }
-            if staged.count() > 0 {
+            if staged_adds > 0 {
                 tracing::info!(
-                    "{}: {} adds recovered from staging rings",
-                    dir.display(),
-                    staged.count()
+                    "{}: {staged_adds} adds recovered from staging rings",
+                    dir.display()
                 );
             }
         }
@@ -1302,14 +1299,10 @@ impl Store {
         } = &mut *st
         {
             // The chain's adds still staged (made with room reserved,
-            // before this exclusive hold) go into the log first: they went
-            // into the newest sub-filter as it is now, and replay must
-            // apply them before any add that may grow the chain. If they
-            // cannot be copied (a full disk), this add fails.
-            if staged.load(Ordering::Relaxed) {
-                self.inner.wal.copy_rings()?;
-                staged.store(false, Ordering::Relaxed);
-            }
+            // before this exclusive hold) went into the newest sub-filter
+            // as it is now: replay must apply them before any add that may
+            // grow the chain.
+            self.copy_staged(staged)?;
             let (outcome, lsn) = self.add_chain(entry.id, dirty, chain, &hashes)?;
             return Ok((outcome, Pending(lsn)));
         }
@@ -1394,7 +1387,7 @@ impl Store {
             }
             if n > 0 {
                 self.inner.wal.append_hashes(2, id, &to_log[..n], false)?;
-                mark_dirty(dirty);
+                raise(dirty);
             }
             for &h in &hashes[done..end] {
                 // Cannot fail with the room made above; were it to, the
@@ -1460,9 +1453,7 @@ impl Store {
                     return Ok(None);
                 }
                 let w = std::cell::RefCell::new(w);
-                if !st.staged.load(Ordering::Relaxed) {
-                    st.staged.store(true, Ordering::Relaxed);
-                }
+                raise(&st.staged);
                 self.add_logged(
                     entry.id,
                     &st.dirty,
@@ -1486,6 +1477,18 @@ impl Store {
             }
             _ => unreachable!("only Bloom and scalable filters are shared"),
         }
+    }
+
+    /// For a chain held exclusively whose adds may be staged (`staged`,
+    /// see [`EntryState::staged`]): copies the rings into the log, so that
+    /// those adds come before what the holder logs next. Fails (a full
+    /// disk) if they cannot be copied, and the holder's change with it.
+    fn copy_staged(&self, staged: &AtomicBool) -> Result<()> {
+        if staged.load(Ordering::Relaxed) {
+            self.inner.wal.copy_rings()?;
+            staged.store(false, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Logs adds of `hashes` to filter `id` whose order does not matter
@@ -1519,7 +1522,7 @@ impl Store {
                 &[h],
                 |absent| {
                     self.log_unordered(id, absent)?;
-                    mark_dirty(dirty);
+                    raise(dirty);
                     fence(Ordering::Release);
                     Ok::<(), Error>(())
                 },
@@ -1541,7 +1544,7 @@ impl Store {
                 if ahead.is_none() {
                     wal.append_prepared(&mut record)?;
                 }
-                mark_dirty(dirty);
+                raise(dirty);
                 fence(Ordering::Release);
                 Ok::<(), Error>(())
             },
@@ -1551,7 +1554,7 @@ impl Store {
             // The item was present. A record that stays (another came
             // after it) is a change of the log since the last snapshot.
             if !wal.take_back(a) {
-                mark_dirty(dirty);
+                raise(dirty);
             }
         }
         fence(Ordering::Acquire);
@@ -1586,7 +1589,7 @@ impl Store {
                 chunk,
                 |absent| {
                     self.log_unordered(id, absent)?;
-                    mark_dirty(dirty);
+                    raise(dirty);
                     fence(Ordering::Release);
                     Ok::<(), Error>(())
                 },
@@ -1647,7 +1650,7 @@ impl Store {
                 } else {
                     self.inner.wal.append_hashes(2, id, &to_log[..n], false)?;
                 }
-                mark_dirty(dirty);
+                raise(dirty);
                 fence(Ordering::Release);
             }
             if let Some(e) = apply(chunk, &mut outcome.new) {
@@ -1779,10 +1782,7 @@ impl Store {
             f.redis_chunk_place(iter, data.len() as u64)?;
             // Adds staged before the chunk (with room reserved in the
             // chain) go into the log before it, as they were made.
-            if st.staged.load(Ordering::Relaxed) {
-                self.inner.wal.copy_rings()?;
-                st.staged.store(false, Ordering::Relaxed);
-            }
+            self.copy_staged(&st.staged)?;
             // Log in pieces no larger than a record may be, each a valid
             // chunk of its own (inside the same link), applied as soon as
             // it is logged, so that the filter and the log never disagree
@@ -2556,6 +2556,17 @@ mod tests {
         (store, staged)
     }
 
+    /// `f` of chain `c`.
+    fn of_chain<R>(store: &Store, f: impl FnOnce(&ScalableBloomFilter) -> R) -> R {
+        store
+            .with_filter(b"c", |any| match any {
+                AnyFilter::Scalable(c) => f(c),
+                _ => panic!("not a chain"),
+            })
+            .unwrap()
+            .unwrap()
+    }
+
     /// Adds staged in a chain's newest sub-filter (room reserved) must
     /// reach the log before an add that grows the chain: replayed after
     /// it, they would go into the new sub-filter. Here they are still in
@@ -2574,14 +2585,11 @@ mod tests {
         let refs: Vec<&[u8]> = batch.iter().map(|v| v.as_slice()).collect();
         let out = store.add(b"c", &refs, None).unwrap();
         assert!(out.stopped.is_none());
-        let links = store
-            .with_filter(b"c", |f| match f {
-                AnyFilter::Scalable(c) => c.links(),
-                _ => 0,
-            })
-            .unwrap()
-            .unwrap();
-        assert_eq!(links, 2, "the batch grew the chain");
+        assert_eq!(
+            of_chain(&store, |c| c.links()),
+            2,
+            "the batch grew the chain"
+        );
         let before = encoded(&store, b"c");
         copy_tree(dir.path(), copy.path());
         let reopened = Store::open(copy.path(), StoreOptions::default()).unwrap();
@@ -2607,14 +2615,8 @@ mod tests {
             store_with_staged_chain_adds(dir.path(), &staging_chain(seen_core::Layout::Classic));
         // Zeros over the whole first sub-filter (`BF.LOADCHUNK c iter
         // data`, the iterator one past the chunk's end).
-        let bytes = store
-            .with_filter(b"c", |f| match f {
-                // Classic: the size is in bits.
-                AnyFilter::Scalable(c) => c.link_info()[0].size / 8,
-                _ => 0,
-            })
-            .unwrap()
-            .unwrap();
+        // Classic: the size is in bits.
+        let bytes = of_chain(&store, |c| c.link_info()[0].size / 8);
         let zeros = vec![0u8; bytes as usize];
         store.load_redis_chunk(b"c", 1 + bytes, &zeros).unwrap();
         let before = encoded(&store, b"c");

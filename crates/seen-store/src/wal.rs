@@ -587,10 +587,10 @@ fn segment_file(
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding these locks would be a bug in this module; the
-    // data stays consistent (every update is a single assignment), so
-    // recover it rather than propagate the poison.
+/// Locks one of the crate's mutexes. A panic while holding one would be a
+/// bug; the data stays consistent (every update is a single assignment),
+/// so the lock is recovered rather than the poison propagated.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -2089,7 +2089,7 @@ impl Wal {
 
     /// Syncs everything and stops the background threads.
     pub(crate) fn close(&self) -> Result<()> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop_helpers();
         if self.policy == FsyncPolicy::No {
             return self.copy_rings();
         }

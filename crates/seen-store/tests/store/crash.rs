@@ -268,8 +268,9 @@ fn adds_staged_to_a_deleted_filter_stay_deleted() {
 /// every add, bit for bit and count for count (one writer, so that the
 /// order of its adds is the log's). (The copy of the rings before an add
 /// that may grow the chain matters when staged adds still wait then,
-/// which the page helper's copies every 100 ms make rare: this test does
-/// not force it.)
+/// which the page helper's copies every 100 ms make rare here; the unit
+/// tests `store::tests::adds_staged_in_a_chain_reach_the_log_*` pause
+/// those copies to force it.)
 #[test]
 fn a_grown_chain_reopens_bit_for_bit_from_a_copy_taken_while_open() {
     let dir = tempfile::tempdir().unwrap();
