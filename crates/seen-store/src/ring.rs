@@ -14,7 +14,8 @@
 //! thread appends them to the log as add records of up to that many hashes
 //! each (one lane lock, one lsn and one CRC for the lot), and moves the
 //! ring's copied mark past them. The log's syncer copies every ring out
-//! before each sync, and the page helper every 100 ms, so that an add
+//! before each sync, and the page helper each time it wakes (at least
+//! every 100 ms, and whenever a writer needs its pages), so that an add
 //! waits in a ring at most that long before the log holds it: a power loss
 //! loses no more than the policy says.
 //!
@@ -473,18 +474,10 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) ->
             }
             .into());
         }
-        let at = |n: u64, w: usize| {
-            let o = HEADER + ENTRY * (n % CAPACITY) as usize + 8 * w;
-            u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"))
-        };
         for n in copied..head {
-            let (id, h) = (
-                at(n, 0),
-                ItemHash {
-                    lo: at(n, 1),
-                    hi: at(n, 2),
-                },
-            );
+            let o = HEADER + ENTRY * (n % CAPACITY) as usize;
+            let id = u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+            let h = ItemHash::from_le_bytes(bytes[o + 8..o + 24].try_into().expect("16 bytes"));
             match staged.adds.last_mut() {
                 Some((last, hashes)) if *last == id => hashes.push(h),
                 _ => staged.adds.push((id, vec![h])),

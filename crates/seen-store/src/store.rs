@@ -623,7 +623,8 @@ impl Store {
         // Adds a killed process left staged (read now, replayed after the
         // log), under any policy: the last run may have had another.
         let ring_dir = dir.join(ring::RING_DIR);
-        let staged = ring::recover(&*fs, &ring_dir, fs.boot_id(), opts.salvage)?;
+        let boot = fs.boot_id();
+        let staged = ring::recover(&*fs, &ring_dir, boot, opts.salvage)?;
 
         let decode_opts = DecodeOptions {
             max_bytes: opts.max_filter_bytes,
@@ -946,7 +947,7 @@ impl Store {
             opts.segment_size,
             next_lsn,
             segments,
-            Some(Rings::new(fs.clone(), ring_dir, fs.boot_id())),
+            Some(Rings::new(fs.clone(), ring_dir, boot)),
         )?;
         wal.count_replayed(recovery.log_bytes);
         // The staged adds go into the log, durably as the policy says,
@@ -2011,7 +2012,7 @@ impl Store {
         while out.remaining() > 0 {
             {
                 let st = e.state.write();
-                lsns.push(self.inner.wal.order_point());
+                lsns.push(self.inner.wal.order_point(false));
                 out.copy_blocks(counting(&st)?, PIECE_BLOCKS)?;
             }
             // Written with the lock released: a writer waiting for it gets
@@ -2022,7 +2023,7 @@ impl Store {
         }
         let (count_lsn, count) = {
             let st = e.state.write();
-            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
+            let count_lsn = self.inner.wal.order_point(false).max(lsn).max(1);
             (count_lsn, counting(&st)?.len())
         };
         out.finish()?;
@@ -2084,7 +2085,7 @@ impl Store {
                     let fs = &*self.inner.fs;
                     let dir = &self.inner.snap_dir;
                     // Copied while writers go on, from the log's position now.
-                    let lsn = self.inner.wal.order_point();
+                    let lsn = self.inner.wal.order_point(true);
                     let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                     let whole = matches!(st.filter, AnyFilter::Bloom(_) | AnyFilter::Scalable(_));
                     drop(st);
@@ -2107,7 +2108,7 @@ impl Store {
                             // position it holds at.
                             let st = e.state.write();
                             grown = links_of(&st.filter) != links;
-                            let count_lsn = self.inner.wal.order_point().max(lsn).max(1);
+                            let count_lsn = self.inner.wal.order_point(true).max(lsn).max(1);
                             Ok(snapshot::trailer(count_lsn, count_of(&st.filter), None))
                         });
                         match written {
@@ -2116,7 +2117,7 @@ impl Store {
                                 // Encoded again under the lock, at the
                                 // log's position then.
                                 let st = e.state.write();
-                                let lsn = self.inner.wal.order_point();
+                                let lsn = self.inner.wal.order_point(true);
                                 let header = snapshot::header(e.id, lsn, st.expire_at_ms, &e.name);
                                 // Not paced: its writers wait for it.
                                 let written = snapshot::begin(fs, dir, e.id, &header, false, |w| {

@@ -30,9 +30,10 @@
 //! and adds to scalable chains with room reserved for them, are first
 //! staged in a ring of the writer thread's (see the `ring` module and
 //! [`Wal::stage`]), and reach a lane in batches of up to 256 hashes
-//! ([`Wal::copy_ring`]): before each sync, every 100 ms from the page
-//! helper, at each [`Wal::order_point`], before a chain's add that may
-//! grow it or a dump chunk, and whenever a ring holds 256.
+//! ([`Wal::copy_ring`]): before each sync, each time the page helper wakes
+//! (at least every 100 ms), at each [`Wal::order_point`] of a filter
+//! that stages, before a chain's add that may grow it or a dump chunk,
+//! and whenever a ring holds 256.
 //!
 //! Lanes. Under `EverySec` and `No` the log has four lanes, each a
 //! sequence of segments with a mutex of its own; every record takes its
@@ -1262,12 +1263,17 @@ impl Wal {
     /// its lsn and its bits): every record of the filter appended so far
     /// has a lower or equal one, and every one appended from now on a
     /// higher one (it raises the barrier, see [`take_lsn`](Self::take_lsn)).
-    pub(crate) fn order_point(&self) -> u64 {
+    /// With `staged` (a filter whose adds may be staged: a fixed-size Bloom
+    /// filter or a chain), the rings are copied first; a counting filter's
+    /// adds never are, and its writers need not wait for other filters'.
+    pub(crate) fn order_point(&self, staged: bool) -> u64 {
         // Adds staged before this moment are records below it. One a ring
         // cannot copy now (a full disk) gets a higher lsn later, and is
         // replayed over the snapshot, which holds it already.
-        if let Err(e) = self.copy_rings() {
-            tracing::warn!("staged adds not yet in the log: {e}");
+        if staged {
+            if let Err(e) = self.copy_rings() {
+                tracing::warn!("staged adds not yet in the log: {e}");
+            }
         }
         let lsn = self.last_lsn();
         self.barrier.fetch_max(lsn, Ordering::AcqRel);
@@ -1358,7 +1364,8 @@ impl Wal {
     /// Hashes in one add record of a ring's copy: [`ring::FLUSH_AT`], or
     /// fewer where a segment is too small for such a record.
     pub(crate) fn max_staged_run(&self) -> usize {
-        let fit = (self.max_record.saturating_sub(36) / 16) as usize;
+        let overhead = hashes_record_len(2, u64::MAX, 0) as u64;
+        let fit = (self.max_record.saturating_sub(overhead) / 16) as usize;
         fit.clamp(1, ring::FLUSH_AT as usize)
     }
 
@@ -2845,7 +2852,7 @@ mod tests {
         let b = wal.append_hashes(2, 1, &h, true).unwrap();
         assert!(b > create, "{b} after {create}");
         // So does one after an order point.
-        let point = wal.order_point();
+        let point = wal.order_point(true);
         let c = wal.append_hashes(2, 1, &h, true).unwrap();
         assert!(c > point, "{c} after {point}");
     }
