@@ -42,7 +42,7 @@ use seen_core::ItemHash;
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::Fs;
-use crate::wal::lock;
+use crate::wal::{self, lock};
 
 /// The directory of the rings, in the data directory.
 pub(crate) const RING_DIR: &str = "rings";
@@ -103,22 +103,15 @@ impl Ring {
     /// written. Not synced: a ring only ever matters on the boot that
     /// wrote it.
     fn create(fs: &dyn Fs, path: PathBuf, boot: [u8; 16]) -> Result<Ring> {
-        let file = fs.create(&path).map_err(|e| io_err("create", &path, e))?;
-        let made = (|| {
-            file.allocate(FILE_BYTES as u64)
-                .map_err(|e| io_err("preallocate", &path, e))?;
-            MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", &path, e))
-        })();
-        let map = match made {
+        let (_, map) = wal::segment_file(fs, &path, FILE_BYTES as u64, false, false)?;
+        // The map alone, without the `Arc` a segment shares it through:
+        // every add reaches it, and no one else holds it yet.
+        let map = match Arc::try_unwrap(map) {
             Ok(map) if map.len() >= FILE_BYTES => map,
-            Ok(_) => {
+            _ => {
                 let _ = fs.remove(&path);
                 let short = std::io::Error::other("shorter than it was made");
                 return Err(io_err("mmap", &path, short));
-            }
-            Err(e) => {
-                let _ = fs.remove(&path);
-                return Err(e);
             }
         };
         // Best effort: the pages are then in the page cache and mapped

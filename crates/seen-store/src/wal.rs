@@ -555,10 +555,10 @@ impl SyncMark {
     }
 }
 
-/// Creates the file of a segment (or spare) at `path`: preallocated to
-/// `size` (zeros written and synced if `zero_fill`, see
+/// Creates the file of a segment (or spare, or staging ring) at `path`:
+/// preallocated to `size` (zeros written and synced if `zero_fill`, see
 /// [`Wal::zero_fill`]), synced if `sync`, and mapped. A failure removes it.
-fn segment_file(
+pub(crate) fn segment_file(
     fs: &dyn Fs,
     path: &Path,
     size: u64,
@@ -599,8 +599,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     // The file is ours alone: the data directory is locked with flock for
     // the life of the store, and segments are never truncated or resized
-    // while mapped. All writes through the map happen under the `state`
-    // mutex (see `Segment::bytes_mut`).
+    // while mapped. All writes through a segment's map happen under the
+    // `state` mutex (see `Segment::bytes_mut`); a ring's, by the thread
+    // that leases it and the copier under `copying` (see the `ring`
+    // module).
     MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
 }
 
