@@ -442,19 +442,21 @@ pub struct Recovery {
 impl Recovery {
     /// Log records replayed per second (0 without records).
     pub fn replay_rate(&self) -> f64 {
-        if self.records == 0 {
-            return 0.0;
-        }
-        self.records as f64 / self.replay_time.as_secs_f64().max(1e-9)
+        self.per_second(self.records)
     }
 
     /// Adds (item hashes of add records) replayed per second (0 without
     /// any).
     pub fn add_replay_rate(&self) -> f64 {
-        if self.adds == 0 {
+        self.per_second(self.adds)
+    }
+
+    /// `n` over the replay time (0 for none).
+    fn per_second(&self, n: u64) -> f64 {
+        if n == 0 {
             return 0.0;
         }
-        self.adds as f64 / self.replay_time.as_secs_f64().max(1e-9)
+        n as f64 / self.replay_time.as_secs_f64().max(1e-9)
     }
 }
 
