@@ -36,8 +36,10 @@
 //! chains with room reserved) do not go to a lane one by one: each writer
 //! thread stages them in a ring of its own, a small file mapped into
 //! memory (three stores and a release store per add, no lock), and appends
-//! them to the log 256 at a time; the log's syncer and helper copy every
-//! ring out too, before each sync and at least every 100 ms. A process kill loses nothing staged: the next open replays the
+//! them to the log 256 at a time; the log's syncer copies every ring out
+//! too before each sync, and its page helper, each time it wakes (at
+//! least every 100 ms), every ring that no one is copying and a free lane
+//! takes. A process kill loses nothing staged: the next open replays the
 //! rings of the same boot after the log (docs/FORMAT.md, section 6.5).
 //!
 //! Concurrency: adds to fixed-size Bloom filters, and to scalable chains

@@ -14,10 +14,11 @@
 //! thread appends them to the log as add records of up to that many hashes
 //! each (one lane lock, one lsn and one CRC for the lot), and moves the
 //! ring's copied mark past them. The log's syncer copies every ring out
-//! before each sync, and the page helper each time it wakes (at least
-//! every 100 ms, and whenever a writer needs its pages), so that an add
-//! waits in a ring at most that long before the log holds it: a power loss
-//! loses no more than the policy says.
+//! before each sync, so that a power loss loses no more than the policy
+//! says, and the page helper each time it wakes (at least every 100 ms,
+//! and whenever a writer needs its pages) every ring that no one is
+//! copying and whose next record a free lane takes at once (it must not
+//! wait behind writers: it also makes the lanes' next segments).
 //!
 //! So the writer's own work per add is three stores and a release store,
 //! with no lock, no shared counter, and no fresh page of log; that was the

@@ -31,7 +31,8 @@
 //! staged in a ring of the writer thread's (see the `ring` module and
 //! [`Wal::stage`]), and reach a lane in batches of up to 256 hashes
 //! ([`Wal::copy_ring`]): before each sync, each time the page helper wakes
-//! (at least every 100 ms), at each [`Wal::order_point`] of a filter
+//! (at least every 100 ms; it passes by a ring someone is copying, or
+//! whose record no free lane takes at once), at each [`Wal::order_point`] of a filter
 //! that stages, before a chain's add that may grow it or a dump chunk,
 //! and whenever a ring holds 256.
 //!
@@ -1016,21 +1017,30 @@ impl Wal {
                         }
                     }
                     // Then, with the pages seen to, the next segments,
-                    // and the adds staged in rings (a failure is the
-                    // syncer's to report).
+                    // and the adds staged in rings that no one is copying
+                    // and a free lane can take (a failure is the syncer's
+                    // to report). Spares first, and no waiting for a lock
+                    // a writer holds: waiting for lanes behind 50 writers
+                    // (of 100 items a call), the helper spent hundreds of
+                    // milliseconds at a time in its ring copies, and in a
+                    // 10-second run writers found no spare at 12 to 21
+                    // rolls, making those segments themselves, 1 to 118
+                    // ms each, holding their lane; 0 to 2 such rolls with
+                    // this order and these copies (BENCHMARKS.md, session
+                    // 15).
                     let Some(wal) = weak.upgrade() else { return };
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
+                    }
+                    for lane in 0..active {
+                        wal.prepare_spare(lane);
                     }
                     #[cfg(test)]
                     let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
                     #[cfg(not(test))]
                     let copy = true;
                     if copy {
-                        let _ = wal.copy_rings();
-                    }
-                    for lane in 0..active {
-                        wal.prepare_spare(lane);
+                        let _ = wal.copy_free_rings();
                     }
                 }
             })
@@ -1153,6 +1163,19 @@ impl Wal {
         }
         let i = slow.unwrap_or(home);
         (i, lock(&self.lanes[i].state))
+    }
+
+    /// [`lock_any`](Self::lock_any) without waiting: a free lane that
+    /// takes a record of `total` bytes at once, or `None`.
+    fn try_lock_any(&self, total: usize) -> Option<(usize, MutexGuard<'_, LaneState>)> {
+        (0..self.active).find_map(|i| {
+            let st = match self.lanes[i].state.try_lock() {
+                Ok(st) => st,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            };
+            st.takes_at_once(total).then_some((i, st))
+        })
     }
 
     /// Appends a record of `total` bytes to the lane held (`st`), written
@@ -1376,16 +1399,32 @@ impl Wal {
     /// hashes, encoded straight from the ring into the segment, moving
     /// its copied mark past each.
     pub(crate) fn copy_ring(&self, ring: &Ring) -> Result<()> {
-        let copied = self.copy_ring_entries(ring);
+        self.copy_ring_waiting(ring, true).map(|_| ())
+    }
+
+    /// [`copy_ring`](Self::copy_ring); unless `wait`, it copies only
+    /// while the ring's `copying` mutex and a lane that takes the next
+    /// record at once are free, and says whether it copied everything.
+    fn copy_ring_waiting(&self, ring: &Ring, wait: bool) -> Result<bool> {
+        let copied = self.copy_ring_entries(ring, wait);
         if copied.is_err() {
             self.copy_failed.store(true, Ordering::Relaxed);
         }
         copied
     }
 
-    /// [`copy_ring`](Self::copy_ring), but for noting a failure.
-    fn copy_ring_entries(&self, ring: &Ring) -> Result<()> {
-        let mut last = lock(&ring.copying);
+    /// [`copy_ring_waiting`](Self::copy_ring_waiting), but for noting a
+    /// failure.
+    fn copy_ring_entries(&self, ring: &Ring, wait: bool) -> Result<bool> {
+        let mut last = if wait {
+            lock(&ring.copying)
+        } else {
+            match ring.copying.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            }
+        };
         let head = ring.head().load(Ordering::Acquire);
         let mut copied = ring.copied().load(Ordering::Relaxed);
         let run = self.max_staged_run() as u64;
@@ -1405,7 +1444,14 @@ impl Wal {
             let floor = self.thread_last().max(*last);
             LAST_TAKEN.with(|l| l.set((self.id, floor)));
             let total = hashes_record_len(2, id, n as usize);
-            let (lane, mut st) = self.lock_any(total);
+            let (lane, mut st) = if wait {
+                self.lock_any(total)
+            } else {
+                match self.try_lock_any(total) {
+                    Some(held) => held,
+                    None => return Ok(false),
+                }
+            };
             *last = self.append_in(lane, &mut st, false, total, |buf, lsn| {
                 if is_short(2, id, n as usize) {
                     encode_short(buf, id, lsn, unsafe { ring.hash_at(copied) });
@@ -1419,25 +1465,43 @@ impl Wal {
             copied += n;
             ring.copied().store(copied, Ordering::Release);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Copies every ring's staged adds into the log (see
     /// [`copy_ring`](Self::copy_ring)); the first error, after trying
     /// every ring.
     pub(crate) fn copy_rings(&self) -> Result<()> {
+        self.copy_rings_waiting(true)
+    }
+
+    /// [`copy_rings`](Self::copy_rings) for the page helper: it passes by
+    /// a ring that someone is copying, or whose next record no free lane
+    /// takes at once (a writer copies its own ring at [`ring::FLUSH_AT`]
+    /// adds, and a sync copies them all, waiting).
+    fn copy_free_rings(&self) -> Result<()> {
+        self.copy_rings_waiting(false)
+    }
+
+    /// [`copy_rings`](Self::copy_rings), or [`copy_free_rings`](Self::copy_free_rings)
+    /// unless `wait`.
+    fn copy_rings_waiting(&self, wait: bool) -> Result<()> {
         let Some(rings) = &self.rings else {
             return Ok(());
         };
         let mut out = Ok(());
+        let mut all = true;
         for r in rings.all() {
             if r.head().load(Ordering::Acquire) != r.copied().load(Ordering::Acquire) {
-                if let Err(e) = self.copy_ring(&r) {
-                    out = out.and(Err(e));
+                match self.copy_ring_waiting(&r, wait) {
+                    Ok(done) => all &= done,
+                    Err(e) => out = out.and(Err(e)),
                 }
             }
         }
-        if out.is_ok() && self.copy_failed.load(Ordering::Relaxed) {
+        // Only a pass that copied every ring shows that the log takes
+        // copies again.
+        if all && out.is_ok() && self.copy_failed.load(Ordering::Relaxed) {
             self.copy_failed.store(false, Ordering::Relaxed);
         }
         out
@@ -2980,6 +3044,57 @@ mod tests {
             helper.unpark();
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_page_helper_makes_spares_while_a_ring_it_would_copy_is_being_copied() {
+        // A writer in the middle of copying its own ring holds the ring's
+        // `copying` mutex: the helper passes the ring by and goes on with
+        // its other work (it used to wait there, and writers then found no
+        // spare at their rolls), and copies the ring once it is free.
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        let (wal_dir, ring_dir) = (dir.path().join("wal"), dir.path().join("rings"));
+        std::fs::create_dir(&wal_dir).unwrap();
+        std::fs::create_dir(&ring_dir).unwrap();
+        let rings = Rings::new(fs.clone(), ring_dir, [7; 16]);
+        let wal = Wal::open(
+            fs,
+            wal_dir,
+            FsyncPolicy::No,
+            64 << 10,
+            1,
+            vec![],
+            Some(rings),
+        );
+        let wal = wal.unwrap();
+        let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
+        assert!(wal.stage(1 << 40, &h(0)).unwrap(), "staged");
+        let ring = wal.rings.as_ref().unwrap().all().pop().unwrap();
+        let held = lock(&ring.copying);
+        let wake = || wal.pages.get().unwrap().unpark();
+        // The helper's passes meet the ring while it is held.
+        for _ in 0..5 {
+            wake();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Past an eighth of lane 0's segment: the helper makes it a spare.
+        let mut n = 1;
+        while n * 48 < 40 << 10 {
+            wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
+            n += 1;
+        }
+        eventually("spare for lane 0", || {
+            wake();
+            lock(&wal.lanes[0].state).spare.is_some()
+        });
+        let staged = || ring.head().load(Ordering::Acquire) - ring.copied().load(Ordering::Acquire);
+        assert_eq!(staged(), 1, "not copied while its copier holds it");
+        drop(held);
+        eventually("copy of the released ring", || {
+            wake();
+            staged() == 0
+        });
     }
 
     #[test]
