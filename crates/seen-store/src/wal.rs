@@ -1025,7 +1025,7 @@ impl Wal {
                     // milliseconds at a time in its ring copies, and in a
                     // 10-second run writers found no spare at 12 to 21
                     // rolls, making those segments themselves, 1 to 118
-                    // ms each, holding their lane; 0 to 2 such rolls with
+                    // ms each, holding their lane; 0 to 3 such rolls with
                     // this order and these copies (BENCHMARKS.md, session
                     // 15).
                     let Some(wal) = weak.upgrade() else { return };
