@@ -18,7 +18,8 @@
 //! says, and the page helper each time it wakes (at least every 100 ms,
 //! and whenever a writer needs its pages) every ring that no one is
 //! copying and whose next record a free lane takes at once (it must not
-//! wait behind writers: it also makes the lanes' next segments).
+//! wait behind writers: it also makes the lanes' next segments), or,
+//! after a failed copy, every ring, waiting.
 //!
 //! So the writer's own work per add is three stores and a release store,
 //! with no lock, no shared counter, and no fresh page of log; that was the

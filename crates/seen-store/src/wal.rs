@@ -1039,7 +1039,12 @@ impl Wal {
                     let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
                     #[cfg(not(test))]
                     let copy = true;
-                    if copy {
+                    // After a failed copy, a pass that copies every ring,
+                    // waiting, is what lets writers batch again (under
+                    // `no` no sync comes to do it).
+                    if copy && wal.copy_failed.load(Ordering::Relaxed) {
+                        let _ = wal.copy_rings();
+                    } else if copy {
                         let _ = wal.copy_free_rings();
                     }
                 }
@@ -1116,12 +1121,7 @@ impl Wal {
         if self.active == 1 {
             return self.lock_ordered();
         }
-        let home = HOME_LANE.with(|h| {
-            if h.get() == usize::MAX {
-                h.set(NEXT_HOME.fetch_add(1, Ordering::Relaxed));
-            }
-            h.get()
-        }) % self.active;
+        let home = self.home_lane();
         // The first free lane passed by, and the first busy one.
         let mut slow = None;
         let mut busy = None;
@@ -1165,10 +1165,23 @@ impl Wal {
         (i, lock(&self.lanes[i].state))
     }
 
+    /// The lane this thread tries first (see [`lock_any`](Self::lock_any)).
+    fn home_lane(&self) -> usize {
+        HOME_LANE.with(|h| {
+            if h.get() == usize::MAX {
+                h.set(NEXT_HOME.fetch_add(1, Ordering::Relaxed));
+            }
+            h.get()
+        }) % self.active
+    }
+
     /// [`lock_any`](Self::lock_any) without waiting: a free lane that
-    /// takes a record of `total` bytes at once, or `None`.
+    /// takes a record of `total` bytes at once, from the thread's own
+    /// lane on, or `None`.
     fn try_lock_any(&self, total: usize) -> Option<(usize, MutexGuard<'_, LaneState>)> {
-        (0..self.active).find_map(|i| {
+        let home = self.home_lane();
+        (0..self.active).find_map(|k| {
+            let i = (home + k) % self.active;
             let st = match self.lanes[i].state.try_lock() {
                 Ok(st) => st,
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
