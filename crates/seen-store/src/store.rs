@@ -2533,22 +2533,26 @@ mod tests {
         }
     }
 
-    /// Opens a store under `no` whose page helper copies no ring, and
-    /// stages 200 single adds to chain `c` made by `spec` (fewer than a
-    /// ring holds before its thread copies it): they stay in the ring
-    /// until something else copies it.
-    fn store_with_staged_chain_adds(dir: &Path, spec: &FilterSpec) -> (Store, Vec<Vec<u8>>) {
+    /// Opens a store under `no` in a new directory, its page helper
+    /// copying no ring, and stages 200 single adds to chain `c`, a
+    /// [`staging_chain`] of `layout` (fewer than a ring holds before its
+    /// thread copies it): they stay in the ring until something else
+    /// copies it.
+    fn store_with_staged_chain_adds(
+        layout: seen_core::Layout,
+    ) -> (tempfile::TempDir, Store, Vec<Vec<u8>>) {
+        let dir = tempfile::tempdir().unwrap();
         let opts = StoreOptions {
             fsync: FsyncPolicy::No,
             ..StoreOptions::default()
         };
-        let store = Store::open(dir, opts).unwrap();
+        let store = Store::open(dir.path(), opts).unwrap();
         store
             .inner
             .wal
             .helper_copies_paused
             .store(true, Ordering::Relaxed);
-        store.create(b"c", spec).unwrap();
+        store.create(b"c", &staging_chain(layout)).unwrap();
         let staged: Vec<Vec<u8>> = (0..200)
             .map(|i| format!("staged-{i}").into_bytes())
             .collect();
@@ -2556,7 +2560,16 @@ mod tests {
             assert_eq!(store.add(b"c", &[k], None).unwrap().new, [true]);
         }
         assert_eq!(store.inner.wal.staged(), 200, "the adds wait in the ring");
-        (store, staged)
+        (dir, store, staged)
+    }
+
+    /// A copy of the store open in `dir` taken now (see [`copy_tree`]),
+    /// opened.
+    fn reopen_copy(dir: &Path) -> (tempfile::TempDir, Store) {
+        let to = tempfile::tempdir().unwrap();
+        copy_tree(dir, to.path());
+        let store = Store::open(to.path(), StoreOptions::default()).unwrap();
+        (to, store)
     }
 
     /// `f` of chain `c`.
@@ -2578,10 +2591,7 @@ mod tests {
     /// the same chain, bit for bit and count for count.
     #[test]
     fn adds_staged_in_a_chain_reach_the_log_before_it_grows() {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = tempfile::tempdir().unwrap();
-        let (store, staged) =
-            store_with_staged_chain_adds(dir.path(), &staging_chain(seen_core::Layout::Blocked));
+        let (dir, store, staged) = store_with_staged_chain_adds(seen_core::Layout::Blocked);
         let batch: Vec<Vec<u8>> = (0..(1u64 << 21) + 5000)
             .map(|i| format!("batch-{i}").into_bytes())
             .collect();
@@ -2594,8 +2604,7 @@ mod tests {
             "the batch grew the chain"
         );
         let before = encoded(&store, b"c");
-        copy_tree(dir.path(), copy.path());
-        let reopened = Store::open(copy.path(), StoreOptions::default()).unwrap();
+        let (_copy, reopened) = reopen_copy(dir.path());
         let refs: Vec<&[u8]> = staged.iter().map(|v| v.as_slice()).collect();
         let found = reopened.contains(b"c", &refs).unwrap().unwrap();
         assert!(found.iter().all(|&f| f), "a staged add was lost");
@@ -2612,10 +2621,7 @@ mod tests {
     /// set them again.
     #[test]
     fn adds_staged_in_a_chain_reach_the_log_before_a_dump_chunk() {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = tempfile::tempdir().unwrap();
-        let (store, _) =
-            store_with_staged_chain_adds(dir.path(), &staging_chain(seen_core::Layout::Classic));
+        let (dir, store, _) = store_with_staged_chain_adds(seen_core::Layout::Classic);
         // Zeros over the whole first sub-filter (`BF.LOADCHUNK c iter
         // data`, the iterator one past the chunk's end).
         // Classic: the size is in bits.
@@ -2623,8 +2629,7 @@ mod tests {
         let zeros = vec![0u8; bytes as usize];
         store.load_redis_chunk(b"c", 1 + bytes, &zeros).unwrap();
         let before = encoded(&store, b"c");
-        copy_tree(dir.path(), copy.path());
-        let reopened = Store::open(copy.path(), StoreOptions::default()).unwrap();
+        let (_copy, reopened) = reopen_copy(dir.path());
         // Not `assert_eq!`, which would print megabytes.
         assert!(
             encoded(&reopened, b"c") == before,

@@ -596,6 +596,15 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// [`lock`] if the mutex is free now, else `None`.
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// Maps a preallocated segment file.
 fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     // The file is ours alone: the data directory is locked with flock for
@@ -1042,10 +1051,8 @@ impl Wal {
                     // After a failed copy, a pass that copies every ring,
                     // waiting, is what lets writers batch again (under
                     // `no` no sync comes to do it).
-                    if copy && wal.copy_failed.load(Ordering::Relaxed) {
-                        let _ = wal.copy_rings();
-                    } else if copy {
-                        let _ = wal.copy_free_rings();
+                    if copy {
+                        let _ = wal.copy_rings_waiting(wal.copy_failed.load(Ordering::Relaxed));
                     }
                 }
             })
@@ -1182,11 +1189,7 @@ impl Wal {
         let home = self.home_lane();
         (0..self.active).find_map(|k| {
             let i = (home + k) % self.active;
-            let st = match self.lanes[i].state.try_lock() {
-                Ok(st) => st,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            };
+            let st = try_lock(&self.lanes[i].state)?;
             st.takes_at_once(total).then_some((i, st))
         })
     }
@@ -1432,10 +1435,9 @@ impl Wal {
         let mut last = if wait {
             lock(&ring.copying)
         } else {
-            match ring.copying.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            match try_lock(&ring.copying) {
+                Some(g) => g,
+                None => return Ok(false),
             }
         };
         let head = ring.head().load(Ordering::Acquire);
@@ -1488,16 +1490,10 @@ impl Wal {
         self.copy_rings_waiting(true)
     }
 
-    /// [`copy_rings`](Self::copy_rings) for the page helper: it passes by
-    /// a ring that someone is copying, or whose next record no free lane
-    /// takes at once (a writer copies its own ring at [`ring::FLUSH_AT`]
-    /// adds, and a sync copies them all, waiting).
-    fn copy_free_rings(&self) -> Result<()> {
-        self.copy_rings_waiting(false)
-    }
-
-    /// [`copy_rings`](Self::copy_rings), or [`copy_free_rings`](Self::copy_free_rings)
-    /// unless `wait`.
+    /// [`copy_rings`](Self::copy_rings); unless `wait` (the page helper's
+    /// passes), it passes by a ring that someone is copying, or whose next
+    /// record no free lane takes at once (a writer copies its own ring at
+    /// [`ring::FLUSH_AT`] adds, and a sync copies them all, waiting).
     fn copy_rings_waiting(&self, wait: bool) -> Result<()> {
         let Some(rings) = &self.rings else {
             return Ok(());
