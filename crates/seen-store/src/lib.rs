@@ -64,6 +64,15 @@
 //! | `EverySec` | nothing | about the last second |
 //! | `No` | nothing | what the kernel had not written back (Linux: up to ~30 s) |
 //!
+//! Under `EverySec` syncs start a second apart, and a power loss takes
+//! what was acknowledged since the last sync that ended had started: about
+//! a second while the machine has CPU to spare, more when it has none, as
+//! the sync's work (its own, and the kernel's writeback) gets its share
+//! of the CPU like any thread's. On the project's 2-core VM (BENCHMARKS.md,
+//! session 16) one writer left records waiting up to 1.1 s; 50 writers
+//! that kept both cores busy, 2.1-3.2 s. [`Store::take_sync_window`]
+//! reports it.
+//!
 //! ```
 //! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};
 //! use seen_core::Layout;

@@ -1821,6 +1821,15 @@ impl Store {
         self.inner.wal.log_bytes()
     }
 
+    /// Under [`FsyncPolicy::EverySec`], the longest an acknowledged
+    /// mutation has stayed exposed to a power loss since the last call (or
+    /// the open): from the start of one background sync to the end of the
+    /// next, about a second, more when a sync is slow (a busy disk).
+    /// `None` under the other policies, or before two syncs have ended.
+    pub fn take_sync_window(&self) -> Option<std::time::Duration> {
+        self.inner.wal.take_sync_window()
+    }
+
     /// Bytes of filter memory (bits and counters) held by all filters.
     pub fn memory_bytes(&self) -> u64 {
         let entries: Vec<Arc<Entry>> = self.inner.filters.read().values().cloned().collect();
