@@ -182,6 +182,16 @@ fn other_kind_pause(opts: &StoreOptions, spec: &FilterSpec, kind: &str) {
     );
 }
 
+/// The longest an add acknowledged by `everysec` since the last look
+/// waited to be durable: from the start of one background sync to the end
+/// of the next (the sync and the stores' syncs between the runs included).
+fn sync_window(everysec: &Store) -> String {
+    match everysec.take_sync_window() {
+        Some(w) => format!("{:.2} s", w.as_secs_f64()),
+        None => "no two syncs".into(),
+    }
+}
+
 fn warm_up(add: &AddFn) {
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); 1000];
     for round in 0..4_000u64 {
@@ -290,6 +300,7 @@ fn main() {
         std::hint::black_box(memory_add(&m, items));
     })];
     let mut dirs = Vec::new();
+    let mut stores = Vec::new();
     let profile = std::env::var("SEEN_BENCH_PROFILE").ok();
     for policy in [FsyncPolicy::No, FsyncPolicy::EverySec, FsyncPolicy::Always] {
         let dir = base_dir();
@@ -305,6 +316,7 @@ fn main() {
         );
         store.create(b"bench", &spec(1 << 30)).unwrap();
         LOG_DIRS.lock().unwrap().push(store.wal_dir().to_path_buf());
+        stores.push(store.clone());
         targets.push(Arc::new(move |items: &[&[u8]]| {
             store.add(b"bench", items, None).unwrap();
         }));
@@ -357,8 +369,13 @@ fn main() {
             return;
         }
         eprintln!("warmed up; running {p} (pid {})", std::process::id());
+        let everysec = &stores[1];
+        everysec.take_sync_window();
         let rate = throughput_for(threads, batch, targets[i].clone(), Duration::from_secs(10));
         println!("{p}: {rate:.0} adds/s");
+        if i == 2 {
+            println!("{p}: {}", sync_window(everysec));
+        }
         return;
     }
     let skip_adds = std::env::var_os("SEEN_BENCH_SKIP_ADDS").is_some();
@@ -369,11 +386,12 @@ fn main() {
         "### Add throughput (adds per second; median of {ROUNDS} {}-second runs, taken in turns)\n",
         RUN.as_secs()
     );
-    println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory (range) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| writers | items per call | in-memory filter | no | everysec | always | everysec / in-memory (range) | everysec: longest wait for a sync |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let cells = [(1u64, 1usize), (1, 100), (50, 1), (50, 100)];
     for (threads, batch) in cells.into_iter().filter(|_| !skip_adds) {
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
+        stores[1].take_sync_window();
         for _ in 0..ROUNDS {
             for (i, add) in targets.iter().enumerate() {
                 runs[i].push(throughput(threads, batch, add.clone()));
@@ -384,17 +402,19 @@ fn main() {
             .iter()
             .fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
         println!(
-            "| {threads} | {batch} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% ({:.0}%-{:.0}%) |",
+            "| {threads} | {batch} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% ({:.0}%-{:.0}%) | {} |",
             median(&runs[0]),
             median(&runs[1]),
             median(&runs[2]),
             median(&runs[3]),
             100.0 * median(&ratios),
             100.0 * lo,
-            100.0 * hi
+            100.0 * hi,
+            sync_window(&stores[1])
         );
     }
     drop(targets);
+    drop(stores);
     drop(dirs);
     if !skip_adds {
         log_page_cost();
