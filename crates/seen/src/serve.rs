@@ -39,8 +39,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 6379)]
     port: u16,
     /// When the log is synced: `always` (reply after the add is on disk),
-    /// `everysec` (a power cut loses at most about a second; a crash of
-    /// the process loses nothing) or `no` (the OS decides).
+    /// `everysec` (a power cut loses about the last second, 2-3 s when
+    /// writers keep every core busy; a crash of the process loses
+    /// nothing) or `no` (the OS decides).
     #[arg(long, default_value = "everysec", value_name = "POLICY", value_parser = parse_fsync)]
     fsync: FsyncPolicy,
     /// Password clients must send with AUTH (or HELLO ... AUTH default PASS).
