@@ -3234,12 +3234,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    #[test]
-    fn the_page_helper_makes_spares_while_a_ring_it_would_copy_is_being_copied() {
-        // A writer in the middle of copying its own ring holds the ring's
-        // `copying` mutex: the helper passes the ring by and goes on with
-        // its other work (it used to wait there, and writers then found no
-        // spare at their rolls), and copies the ring once it is free.
+    /// A new log under `No` with staging rings, in `wal/` and `rings/` of
+    /// a new temporary directory.
+    fn staging_wal(segment_size: u64) -> (tempfile::TempDir, Arc<Wal>) {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let (wal_dir, ring_dir) = (dir.path().join("wal"), dir.path().join("rings"));
@@ -3250,12 +3247,22 @@ mod tests {
             fs,
             wal_dir,
             FsyncPolicy::No,
-            64 << 10,
+            segment_size,
             1,
             vec![],
             Some(rings),
-        );
-        let wal = wal.unwrap();
+        )
+        .unwrap();
+        (dir, wal)
+    }
+
+    #[test]
+    fn the_page_helper_makes_spares_while_a_ring_it_would_copy_is_being_copied() {
+        // A writer in the middle of copying its own ring holds the ring's
+        // `copying` mutex: the helper passes the ring by and goes on with
+        // its other work (it used to wait there, and writers then found no
+        // spare at their rolls), and copies the ring once it is free.
+        let (_dir, wal) = staging_wal(64 << 10);
         let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
         assert!(wal.stage(1 << 40, &h(0)).unwrap(), "staged");
         let ring = wal.rings.as_ref().unwrap().all().pop().unwrap();
@@ -3292,22 +3299,7 @@ mod tests {
         // waiting for a lane) is passed by at first: the other rings are
         // copied meanwhile, and the held one once it is free. Waiting for
         // each ring in turn, the syncer under 50 writers copied for seconds.
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn Fs> = Arc::new(RealFs);
-        let (wal_dir, ring_dir) = (dir.path().join("wal"), dir.path().join("rings"));
-        std::fs::create_dir(&wal_dir).unwrap();
-        std::fs::create_dir(&ring_dir).unwrap();
-        let rings = Rings::new(fs.clone(), ring_dir, [7; 16]);
-        let wal = Wal::open(
-            fs,
-            wal_dir,
-            FsyncPolicy::No,
-            1 << 20,
-            1,
-            vec![],
-            Some(rings),
-        )
-        .unwrap();
+        let (dir, wal) = staging_wal(1 << 20);
         wal.helper_copies_paused.store(true, Ordering::Relaxed);
         let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
         // This thread's ring first, then another thread's.
