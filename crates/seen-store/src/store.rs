@@ -1824,8 +1824,10 @@ impl Store {
     /// Under [`FsyncPolicy::EverySec`], the longest an acknowledged
     /// mutation has stayed exposed to a power loss since the last call (or
     /// the open): from the start of one background sync to the end of the
-    /// next, about a second, more when a sync is slow (a busy disk).
-    /// `None` under the other policies, or before two syncs have ended.
+    /// next: about a second, more when the syncs get little CPU (writers
+    /// keeping every core busy) or the disk is slow. `None` under the
+    /// other policies, or if no background sync has ended since the last
+    /// call.
     pub fn take_sync_window(&self) -> Option<std::time::Duration> {
         self.inner.wal.take_sync_window()
     }

@@ -347,6 +347,9 @@ const GATHER_MAX: Duration = Duration::from_micros(200);
 /// it waits for the rings still left.
 const COPY_PATIENCE: Duration = Duration::from_millis(50);
 
+/// The most threads a sync syncs its files in (see [`sync_files`]).
+const SYNC_THREADS: usize = 8;
+
 /// The pause between two of [`Wal::copy_rings`]'s passes that wait for no
 /// lock.
 const COPY_PASS_GAP: Duration = Duration::from_micros(200);
@@ -454,6 +457,9 @@ pub(crate) struct Wal {
     /// a thread then copies its own ring before it stages more, and so
     /// fails its add rather than acknowledge one the log cannot take.
     copy_failed: AtomicBool,
+    /// Failed copies so far: a pass clears `copy_failed` only if none
+    /// failed since it began (see [`Wal::clear_copy_failed`]).
+    copy_failures: AtomicU64,
     /// Tests: the page helper copies no ring while set, so that a test
     /// can hold adds staged across a moment it means to test.
     #[cfg(test)]
@@ -603,8 +609,9 @@ pub(crate) fn segment_file(
     }
 }
 
-/// Syncs `files`, each in a thread of its own if `parallel` (and there are
-/// several), else one after the other; the first error. A sync's kernel
+/// Syncs `files`, each in a thread of its own (up to [`SYNC_THREADS`]) if
+/// `parallel` (and there are several), else one after the other; the
+/// first error. A sync's kernel
 /// work (writing back the file's pages) runs in the thread that syncs, at
 /// that thread's share of the CPU: with 50 writers keeping both cores of
 /// this VM busy, the syncs of one thread made records wait 3.6-4.4 s for
@@ -615,21 +622,24 @@ fn sync_files(files: &[Arc<dyn FsFile>], parallel: bool) -> std::io::Result<()> 
     if !parallel || files.len() < 2 {
         return files.iter().try_for_each(|f| f.sync_data());
     }
+    // At most SYNC_THREADS, each syncing every SYNC_THREADS-th file.
+    let n = files.len().min(SYNC_THREADS);
+    let share = |i: usize| files.iter().skip(i).step_by(n);
     std::thread::scope(|scope| {
         let mut out = Ok(());
         let mut here = Vec::new();
         let mut threads = Vec::new();
-        for f in files {
+        for i in 0..n {
             match std::thread::Builder::new()
                 .name("seen-wal-fsync".into())
-                .spawn_scoped(scope, move || f.sync_data())
+                .spawn_scoped(scope, move || share(i).try_for_each(|f| f.sync_data()))
             {
                 Ok(t) => threads.push(t),
-                Err(_) => here.push(f),
+                Err(_) => here.push(i),
             }
         }
-        for f in here {
-            out = out.and(f.sync_data());
+        for i in here {
+            out = out.and(share(i).try_for_each(|f| f.sync_data()));
         }
         for t in threads {
             let r = t
@@ -944,6 +954,7 @@ impl Wal {
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
             copy_failed: AtomicBool::new(false),
+            copy_failures: AtomicU64::new(0),
             #[cfg(test)]
             helper_copies_paused: AtomicBool::new(false),
         });
@@ -1498,9 +1509,26 @@ impl Wal {
     fn copy_ring_waiting(&self, ring: &Ring, wait: bool) -> Result<bool> {
         let copied = self.copy_ring_entries(ring, wait);
         if copied.is_err() {
-            self.copy_failed.store(true, Ordering::Relaxed);
+            self.copy_failures.fetch_add(1, Ordering::SeqCst);
+            self.copy_failed.store(true, Ordering::SeqCst);
         }
         copied
+    }
+
+    /// Clears `copy_failed` after a pass that copied every ring, unless a
+    /// copy failed since the pass began (`failures`: `copy_failures` then):
+    /// a writer's own copy that failed meanwhile keeps it set. The second
+    /// look puts it back for a failure counted between the first look and
+    /// the store.
+    fn clear_copy_failed(&self, failures: u64) {
+        if self.copy_failures.load(Ordering::SeqCst) == failures
+            && self.copy_failed.load(Ordering::SeqCst)
+        {
+            self.copy_failed.store(false, Ordering::SeqCst);
+            if self.copy_failures.load(Ordering::SeqCst) != failures {
+                self.copy_failed.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// [`copy_ring_waiting`](Self::copy_ring_waiting), but for noting a
@@ -1562,23 +1590,23 @@ impl Wal {
     /// call, which is what a sync, an order point and a checkpoint need.
     /// The first error, after trying every ring.
     ///
-    /// Passes that wait for no lock come first: each copies the rings that
-    /// no one is copying, into lanes that are free and take the records at
-    /// once, until every ring is copied as far as its head at the call, or
-    /// [`COPY_PATIENCE`] has passed; then it waits, for the rings still
-    /// left. Waiting for each ring in turn, under 50 writers (of 100 items
-    /// a call) on this 2-core VM, the syncer's copy took up to 5.7 s:
-    /// behind each ring's owner copying it, the owner itself waiting for
-    /// lanes whose holders had been preempted, for up to 100 ms each. The
-    /// once-a-second sync then left records waiting 9.0-9.4 s for it, and
-    /// a power loss could have taken that much (BENCHMARKS.md, session
-    /// 16). After a failed copy (a full disk)
-    /// it waits from the start: the passes would find no lane to take the
-    /// records.
+    /// Passes that wait for no lock come first (at least one): each copies
+    /// the rings that no one is copying, into lanes that are free and take
+    /// the records at once, until every ring is copied as far as its head
+    /// at the call, or [`COPY_PATIENCE`] has passed; then it waits, for the
+    /// rings still left. Waiting for each ring in turn, under 50 writers
+    /// (of 100 items a call) on this 2-core VM, the syncer's copy took up
+    /// to 5.7 s: behind each ring's owner copying it, the owner itself
+    /// waiting for lanes whose holders had been preempted, for up to 100 ms
+    /// each. The once-a-second sync then left records waiting 9.0-9.4 s
+    /// for it, and a power loss could have taken that much (BENCHMARKS.md,
+    /// session 16). After a failed copy (a full disk) it waits from the
+    /// start: the passes would find no lane to take the records.
     pub(crate) fn copy_rings(&self) -> Result<()> {
         let Some(rings) = &self.rings else {
             return Ok(());
         };
+        let failures = self.copy_failures.load(Ordering::SeqCst);
         // Each ring with adds to copy, and its head now.
         let mut left: Vec<(Arc<Ring>, u64)> = rings
             .all()
@@ -1591,10 +1619,14 @@ impl Wal {
         let copied_to = |r: &Ring, head: u64| r.copied().load(Ordering::Acquire) >= head;
         let mut out = Ok(());
         let start = std::time::Instant::now();
+        // At least one pass, however long this thread waited for the CPU
+        // since `start`.
+        let mut first = true;
         while !left.is_empty()
             && !self.copy_failed.load(Ordering::Relaxed)
-            && start.elapsed() < COPY_PATIENCE
+            && (first || start.elapsed() < COPY_PATIENCE)
         {
+            first = false;
             left.retain(|(r, head)| match self.copy_ring_waiting(r, false) {
                 Ok(_) => !copied_to(r, *head),
                 Err(e) => {
@@ -1617,8 +1649,8 @@ impl Wal {
         }
         // Every ring is copied as far as it was at the call: the log
         // takes copies again.
-        if out.is_ok() && self.copy_failed.load(Ordering::Relaxed) {
-            self.copy_failed.store(false, Ordering::Relaxed);
+        if out.is_ok() {
+            self.clear_copy_failed(failures);
         }
         out
     }
@@ -1632,6 +1664,7 @@ impl Wal {
         let Some(rings) = &self.rings else {
             return Ok(());
         };
+        let failures = self.copy_failures.load(Ordering::SeqCst);
         let mut out = Ok(());
         let mut all = true;
         for r in rings.all() {
@@ -1644,8 +1677,8 @@ impl Wal {
         }
         // Only a pass that copied every ring shows that the log takes
         // copies again.
-        if all && out.is_ok() && self.copy_failed.load(Ordering::Relaxed) {
-            self.copy_failed.store(false, Ordering::Relaxed);
+        if all && out.is_ok() {
+            self.clear_copy_failed(failures);
         }
         out
     }
@@ -2100,8 +2133,10 @@ impl Wal {
         // holders append and let go in microseconds.
         let mut left: Vec<usize> = (0..self.lanes.len()).collect();
         let start = Instant::now();
+        let mut first = true;
         while !left.is_empty() {
-            let patient = self.active > 1 && start.elapsed() < COPY_PATIENCE;
+            let patient = self.active > 1 && (first || start.elapsed() < COPY_PATIENCE);
+            first = false;
             left.retain(|&i| {
                 let lane = &self.lanes[i].state;
                 let mut st = if patient {
@@ -3328,6 +3363,37 @@ mod tests {
             .collect();
         hashes.sort_unstable();
         assert_eq!(hashes, vec![1, 2], "both rings' adds in the log");
+    }
+
+    #[test]
+    fn a_copy_that_failed_during_a_pass_keeps_writers_copying_their_own_rings() {
+        // A pass over the rings that copied all it had to clears
+        // `copy_failed`, but not if a writer's own copy failed meanwhile
+        // (a full disk): that writer's ring still holds adds the log could
+        // not take, and every writer must go on copying before it stages.
+        let (_dir, wal) = staging_wal(1 << 20);
+        let failure = || {
+            wal.copy_failures.fetch_add(1, Ordering::SeqCst);
+            wal.copy_failed.store(true, Ordering::SeqCst);
+        };
+        failure();
+        let before = wal.copy_failures.load(Ordering::SeqCst);
+        failure();
+        wal.clear_copy_failed(before);
+        assert!(
+            wal.copy_failed.load(Ordering::SeqCst),
+            "a failure since the pass began"
+        );
+        let now = wal.copy_failures.load(Ordering::SeqCst);
+        wal.clear_copy_failed(now);
+        assert!(!wal.copy_failed.load(Ordering::SeqCst), "none since");
+        // And through copy_rings: nothing staged, nothing fails.
+        failure();
+        wal.copy_rings().unwrap();
+        assert!(
+            !wal.copy_failed.load(Ordering::SeqCst),
+            "cleared by a whole pass"
+        );
     }
 
     #[test]
