@@ -70,7 +70,7 @@
 //! the sync's work (its own, and the kernel's writeback) gets its share
 //! of the CPU like any thread's. On the project's 2-core VM (BENCHMARKS.md,
 //! session 16) one writer left records waiting up to 1.1 s; 50 writers
-//! that kept both cores busy, 2.1-3.2 s. [`Store::take_sync_window`]
+//! that kept both cores busy, 1.8-3.2 s. [`Store::take_sync_window`]
 //! reports it.
 //!
 //! ```
