@@ -188,7 +188,7 @@ fn other_kind_pause(opts: &StoreOptions, spec: &FilterSpec, kind: &str) {
 fn sync_window(everysec: &Store) -> String {
     match everysec.take_sync_window() {
         Some(w) => format!("{:.2} s", w.as_secs_f64()),
-        None => "no two syncs".into(),
+        None => "no sync".into(),
     }
 }
 

@@ -343,15 +343,14 @@ const SPIN_WAIT: Duration = Duration::from_millis(2);
 /// The longest a leader gathers before it syncs.
 const GATHER_MAX: Duration = Duration::from_micros(200);
 
-/// How long [`Wal::copy_rings`] copies without waiting for a lock before
-/// it waits for the rings still left.
+/// How long [`patiently`] goes without waiting for a lock before it waits
+/// for the rings or lanes still left.
 const COPY_PATIENCE: Duration = Duration::from_millis(50);
 
 /// The most threads a sync syncs its files in (see [`sync_files`]).
 const SYNC_THREADS: usize = 8;
 
-/// The pause between two of [`Wal::copy_rings`]'s passes that wait for no
-/// lock.
+/// The pause between two of [`patiently`]'s passes that wait for no lock.
 const COPY_PASS_GAP: Duration = Duration::from_micros(200);
 
 struct SyncState {
@@ -664,6 +663,33 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
         Ok(g) => Some(g),
         Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
         Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Takes each of `items` with `take(item, wait)`, which says whether it is
+/// done with the item: first in passes with `wait` false, while `patient()`
+/// (at least one pass, however long this thread waited for the CPU, and
+/// up to [`COPY_PATIENCE`], [`COPY_PASS_GAP`] apart), then, with `wait`
+/// true, each item still left, once. For the work a sync (and an order
+/// point, a checkpoint) does for every ring or lane: an item held by a
+/// thread the scheduler has preempted is passed by while the others are
+/// done, rather than waited for in turn.
+fn patiently<T>(
+    mut items: Vec<T>,
+    patient: impl Fn() -> bool,
+    mut take: impl FnMut(&T, bool) -> bool,
+) {
+    let start = Instant::now();
+    let mut first = true;
+    while !items.is_empty() && patient() && (first || start.elapsed() < COPY_PATIENCE) {
+        first = false;
+        items.retain(|item| !take(item, false));
+        if !items.is_empty() {
+            std::thread::sleep(COPY_PASS_GAP);
+        }
+    }
+    for item in &items {
+        take(item, true);
     }
 }
 
@@ -1133,11 +1159,13 @@ impl Wal {
                     let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
                     #[cfg(not(test))]
                     let copy = true;
-                    // After a failed copy, a pass that copies every ring,
-                    // waiting, is what lets writers batch again (under
-                    // `no` no sync comes to do it).
-                    if copy {
-                        let _ = wal.copy_rings_waiting(wal.copy_failed.load(Ordering::Relaxed));
+                    // After a failed copy, a copy of every ring, waiting,
+                    // is what lets writers batch again (under `no` no sync
+                    // comes to do it).
+                    if copy && wal.copy_failed.load(Ordering::Relaxed) {
+                        let _ = wal.copy_rings();
+                    } else if copy {
+                        wal.copy_free_rings();
                     }
                 }
             })
@@ -1500,13 +1528,13 @@ impl Wal {
     /// hashes, encoded straight from the ring into the segment, moving
     /// its copied mark past each.
     pub(crate) fn copy_ring(&self, ring: &Ring) -> Result<()> {
-        self.copy_ring_waiting(ring, true).map(|_| ())
+        self.copy_ring_waiting(ring, true)
     }
 
     /// [`copy_ring`](Self::copy_ring); unless `wait`, it copies only
     /// while the ring's `copying` mutex and a lane that takes the next
-    /// record at once are free, and says whether it copied everything.
-    fn copy_ring_waiting(&self, ring: &Ring, wait: bool) -> Result<bool> {
+    /// record at once are free.
+    fn copy_ring_waiting(&self, ring: &Ring, wait: bool) -> Result<()> {
         let copied = self.copy_ring_entries(ring, wait);
         if copied.is_err() {
             self.copy_failures.fetch_add(1, Ordering::SeqCst);
@@ -1533,13 +1561,13 @@ impl Wal {
 
     /// [`copy_ring_waiting`](Self::copy_ring_waiting), but for noting a
     /// failure.
-    fn copy_ring_entries(&self, ring: &Ring, wait: bool) -> Result<bool> {
+    fn copy_ring_entries(&self, ring: &Ring, wait: bool) -> Result<()> {
         let mut last = if wait {
             lock(&ring.copying)
         } else {
             match try_lock(&ring.copying) {
                 Some(g) => g,
-                None => return Ok(false),
+                None => return Ok(()),
             }
         };
         let head = ring.head().load(Ordering::Acquire);
@@ -1566,7 +1594,7 @@ impl Wal {
             } else {
                 match self.try_lock_any(total) {
                     Some(held) => held,
-                    None => return Ok(false),
+                    None => return Ok(()),
                 }
             };
             *last = self.append_in(lane, &mut st, false, total, |buf, lsn| {
@@ -1582,7 +1610,7 @@ impl Wal {
             copied += n;
             ring.copied().store(copied, Ordering::Release);
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Copies every ring's staged adds into the log (see
@@ -1590,7 +1618,7 @@ impl Wal {
     /// call, which is what a sync, an order point and a checkpoint need.
     /// The first error, after trying every ring.
     ///
-    /// Passes that wait for no lock come first (at least one): each copies
+    /// Passes that wait for no lock come first ([`patiently`]): each copies
     /// the rings that no one is copying, into lanes that are free and take
     /// the records at once, until every ring is copied as far as its head
     /// at the call, or [`COPY_PATIENCE`] has passed; then it waits, for the
@@ -1608,7 +1636,7 @@ impl Wal {
         };
         let failures = self.copy_failures.load(Ordering::SeqCst);
         // Each ring with adds to copy, and its head now.
-        let mut left: Vec<(Arc<Ring>, u64)> = rings
+        let left: Vec<(Arc<Ring>, u64)> = rings
             .all()
             .into_iter()
             .filter_map(|r| {
@@ -1616,37 +1644,26 @@ impl Wal {
                 (r.copied().load(Ordering::Acquire) < head).then_some((r, head))
             })
             .collect();
-        let copied_to = |r: &Ring, head: u64| r.copied().load(Ordering::Acquire) >= head;
         let mut out = Ok(());
-        let start = std::time::Instant::now();
-        // At least one pass, however long this thread waited for the CPU
-        // since `start`.
-        let mut first = true;
-        while !left.is_empty()
-            && !self.copy_failed.load(Ordering::Relaxed)
-            && (first || start.elapsed() < COPY_PATIENCE)
-        {
-            first = false;
-            left.retain(|(r, head)| match self.copy_ring_waiting(r, false) {
-                Ok(_) => !copied_to(r, *head),
-                Err(e) => {
-                    if out.is_ok() {
-                        out = Err(e);
+        patiently(
+            left,
+            || !self.copy_failed.load(Ordering::Relaxed),
+            |(r, head), wait| {
+                let copied = || r.copied().load(Ordering::Acquire) >= *head;
+                if copied() {
+                    return true;
+                }
+                match self.copy_ring_waiting(r, wait) {
+                    Ok(()) => wait || copied(),
+                    Err(e) => {
+                        if out.is_ok() {
+                            out = Err(e);
+                        }
+                        true
                     }
-                    false
                 }
-            });
-            if !left.is_empty() {
-                std::thread::sleep(COPY_PASS_GAP);
-            }
-        }
-        for (r, head) in &left {
-            if !copied_to(r, *head) {
-                if let Err(e) = self.copy_ring_waiting(r, true) {
-                    out = out.and(Err(e));
-                }
-            }
-        }
+            },
+        );
         // Every ring is copied as far as it was at the call: the log
         // takes copies again.
         if out.is_ok() {
@@ -1655,32 +1672,20 @@ impl Wal {
         out
     }
 
-    /// The page helper's pass over the rings. Unless `wait`, it passes by
-    /// a ring that someone is copying, or whose next record no free lane
-    /// takes at once (a writer copies its own ring at [`ring::FLUSH_AT`]
-    /// adds, and a sync copies them all, [`copy_rings`](Self::copy_rings)).
-    /// With `wait` (after a failed copy) it copies every ring, waiting.
-    fn copy_rings_waiting(&self, wait: bool) -> Result<()> {
+    /// The page helper's pass over the rings: it copies those that no one
+    /// is copying and whose next record a free lane takes at once, and
+    /// passes by the others (a writer copies its own ring at
+    /// [`ring::FLUSH_AT`] adds, and a sync copies them all,
+    /// [`copy_rings`](Self::copy_rings)). A failure sets `copy_failed`.
+    fn copy_free_rings(&self) {
         let Some(rings) = &self.rings else {
-            return Ok(());
+            return;
         };
-        let failures = self.copy_failures.load(Ordering::SeqCst);
-        let mut out = Ok(());
-        let mut all = true;
         for r in rings.all() {
             if r.head().load(Ordering::Acquire) != r.copied().load(Ordering::Acquire) {
-                match self.copy_ring_waiting(&r, wait) {
-                    Ok(done) => all &= done,
-                    Err(e) => out = out.and(Err(e)),
-                }
+                let _ = self.copy_ring_waiting(&r, false);
             }
         }
-        // Only a pass that copied every ring shows that the log takes
-        // copies again.
-        if all && out.is_ok() {
-            self.clear_copy_failed(failures);
-        }
-        out
     }
 
     /// Encodes the add (`kind` 2) record of one hash for filter `id`
@@ -2126,34 +2131,24 @@ impl Wal {
             target = target.min(st.unused_from() - 1);
         };
         // With several lanes, each taken as it is free, for up to
-        // COPY_PATIENCE, before waiting: waiting for each lane in turn, a
+        // COPY_PATIENCE, before waiting ([`patiently`]): waiting for each lane in turn, a
         // sync under 50 writers on this 2-core VM waited 0.4-0.6 s in all,
         // behind holders preempted for up to 100 ms each (BENCHMARKS.md,
         // session 16). One lane (`Always`) is waited for at once: its
         // holders append and let go in microseconds.
-        let mut left: Vec<usize> = (0..self.lanes.len()).collect();
-        let start = Instant::now();
-        let mut first = true;
-        while !left.is_empty() {
-            let patient = self.active > 1 && (first || start.elapsed() < COPY_PATIENCE);
-            first = false;
-            left.retain(|&i| {
+        patiently(
+            (0..self.lanes.len()).collect(),
+            || self.active > 1,
+            |&i, wait| {
                 let lane = &self.lanes[i].state;
-                let mut st = if patient {
-                    match try_lock(lane) {
-                        Some(st) => st,
-                        None => return true,
-                    }
+                let st = if wait {
+                    Some(lock(lane))
                 } else {
-                    lock(lane)
+                    try_lock(lane)
                 };
-                visit(i, &mut st);
-                false
-            });
-            if !left.is_empty() {
-                std::thread::sleep(COPY_PASS_GAP);
-            }
-        }
+                st.map(|mut st| visit(i, &mut st)).is_some()
+            },
+        );
         mark.lanes.sort_unstable();
         // After the files are gathered: a roll that put a record this sync
         // covers into a renamed spare did so under its lane's mutex, taken
