@@ -30,12 +30,36 @@ use seen_store::{FilterSpec, FsyncPolicy, Store, StoreOptions};
 
 const RUN: Duration = Duration::from_secs(2);
 /// Timed runs per cell; the table shows the median.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 4;
+
+/// The order of the targets (0 in-memory, 1 `no`, 2 `everysec`, 3
+/// `always`) in each round of a cell: `no` and `everysec` each follow the
+/// in-memory filter twice, and each other and `always` once (see
+/// [`SETTLE`]).
+const ORDERS: [[usize; 4]; ROUNDS] = [[0, 1, 2, 3], [0, 2, 1, 3], [3, 1, 0, 2], [3, 2, 0, 1]];
+
+/// An untimed run of the same target and cell right before each timed
+/// one. A run of a store that logs into the page cache ends with its log
+/// pages dropped, and the memory they free is what the next run's fresh
+/// log pages are made of: memory freed a moment ago, where pages this VM
+/// has not used of late cost a fault in the host each. So without it a
+/// target's figure depended on which target ran before it: with the
+/// targets always in the order of the table, `everysec` followed `no`,
+/// and with large folios in `no`'s log only, `everysec` 50 x 100 fell
+/// from 92% to 83% of the in-memory filter (BENCHMARKS.md, session 17).
+/// After a run of its own, each timed run starts from memory its own log
+/// freed, as in a store that has been running for a while.
+const SETTLE: Duration = Duration::from_millis(500);
 
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 0 {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    } else {
+        v[n / 2]
+    }
 }
 
 fn spec(capacity: u64) -> FilterSpec {
@@ -392,9 +416,10 @@ fn main() {
     for (threads, batch) in cells.into_iter().filter(|_| !skip_adds) {
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
         stores[1].take_sync_window();
-        for _ in 0..ROUNDS {
-            for (i, add) in targets.iter().enumerate() {
-                runs[i].push(throughput(threads, batch, add.clone()));
+        for order in ORDERS {
+            for i in order {
+                throughput_for(threads, batch, targets[i].clone(), SETTLE);
+                runs[i].push(throughput(threads, batch, targets[i].clone()));
             }
         }
         let ratios: Vec<f64> = runs[2].iter().zip(&runs[0]).map(|(s, m)| s / m).collect();
