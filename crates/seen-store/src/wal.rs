@@ -711,8 +711,10 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
 /// as the writers (or the page helper, ahead of them) first touch them;
 /// with 4 KiB folios each is a fault, a zeroing of its own and a folio to
 /// track through writeback and the sync's drop. With 2 MiB folios,
-/// `everysec` 50 x 100 ran at 86.6-88.4% of the in-memory filter against
-/// 81.2-83.1% without (BENCHMARKS.md, session 17). A zero-filled segment
+/// `everysec` with 50 writers did 1-6 points better against the in-memory
+/// filter in every one of 19 paired series (medians about 87% against
+/// 83% at 100 items a call, 84% against 82% at one), one writer about
+/// the same (BENCHMARKS.md, session 17). A zero-filled segment
 /// (under `Always`) is in the page cache already, in the folios its
 /// zeros were written in, so the advice would change nothing there.
 /// Best effort: where transparent huge pages are off, or the file system
