@@ -704,27 +704,6 @@ fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     MmapRaw::map_raw(file.std_file()).map_err(|e| io_err("mmap", path, e))
 }
 
-/// Asks the kernel to keep a lane segment's pages in large folios (2 MiB
-/// where it can: `MADV_HUGEPAGE`), unless the segment is zero-filled.
-///
-/// Under `EverySec` and `No` the log's pages are fresh page cache, made
-/// as the writers (or the page helper, ahead of them) first touch them;
-/// with 4 KiB folios each is a fault, a zeroing of its own and a folio to
-/// track through writeback and the sync's drop. With 2 MiB folios,
-/// `everysec` with 50 writers did 1-6 points better against the in-memory
-/// filter in every one of 19 paired series (medians about 87% against
-/// 83% at 100 items a call, 84% against 82% at one), one writer about
-/// the same (BENCHMARKS.md, session 17). A zero-filled segment
-/// (under `Always`) is in the page cache already, in the folios its
-/// zeros were written in, so the advice would change nothing there.
-/// Best effort: where transparent huge pages are off, or the file system
-/// has no large folios, the kernel uses small pages as before.
-fn ask_large_folios(map: &MmapRaw, zero_fill: bool) {
-    if !zero_fill {
-        let _ = map.advise(memmap2::Advice::HugePage);
-    }
-}
-
 /// Bytes of the record of one hash in the long form (the short form of
 /// an add is shorter): its length and CRC (8), then [`ONE_LEN`], padded to
 /// 8.
@@ -1221,7 +1200,6 @@ impl Wal {
     ) -> Result<Segment> {
         let path = dir.join(segment_name(first_lsn, lane, seq));
         let (file, map) = segment_file(fs, &path, size, true, zero_fill)?;
-        ask_large_folios(&map, zero_fill);
         if let Err(e) = fs.sync_dir(dir) {
             // Leave no half-made segment behind.
             let _ = fs.remove(&path);
@@ -2288,10 +2266,7 @@ impl Wal {
         // its preallocation with it (`fdatasync` writes the metadata that
         // reading the data needs), and then the directory.
         match segment_file(&*self.fs, &path, self.segment_size, false, self.zero_fill) {
-            Ok((file, map)) => {
-                ask_large_folios(&map, self.zero_fill);
-                Some(Spare { path, map, file })
-            }
+            Ok((file, map)) => Some(Spare { path, map, file }),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");
                 None
@@ -3951,20 +3926,15 @@ mod tests {
 
     /// The resident size of this process's map of `path`, from
     /// /proc/self/smaps.
-    /// Whether a line of `/proc/self/smaps` is a mapping's header:
-    /// "start-end perms offset dev inode path".
-    fn is_mapping_header(line: &str) -> bool {
-        let first = line.split_whitespace().next().unwrap_or("");
-        first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
-    }
-
     fn mapped_kib(path: &Path) -> u64 {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let name = path.to_str().unwrap();
         let mut total = 0;
         let mut ours = false;
         for line in smaps.lines() {
-            if is_mapping_header(line) {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                // A mapping's header: "start-end perms offset dev inode path".
                 ours = line.ends_with(name);
             } else if let (true, Some(kb)) = (ours, line.strip_prefix("Rss:")) {
                 total += kb
@@ -3976,63 +3946,6 @@ mod tests {
             }
         }
         total
-    }
-
-    /// The `VmFlags` of this process's mappings of `path`, one string each.
-    fn vm_flags(path: &Path) -> Vec<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let name = path.to_str().unwrap();
-        let mut flags = vec![];
-        let mut ours = false;
-        for line in smaps.lines() {
-            if is_mapping_header(line) {
-                ours = line.ends_with(name);
-            } else if let (true, Some(f)) = (ours, line.strip_prefix("VmFlags:")) {
-                flags.push(f.trim().to_string());
-            }
-        }
-        flags
-    }
-
-    #[test]
-    fn lane_segments_ask_for_large_folios_unless_zero_filled() {
-        if !Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
-            // `MADV_HUGEPAGE` fails on a kernel built without
-            // transparent huge pages, and the log goes on with small pages.
-            eprintln!("no transparent huge pages in this kernel: nothing to check");
-            return;
-        }
-        for policy in [FsyncPolicy::EverySec, FsyncPolicy::No, FsyncPolicy::Always] {
-            let (_dir, _fs, wal) = fresh_wal(policy, 256 << 10);
-            let huge = policy != FsyncPolicy::Always;
-            let has_hg = |path: &Path| {
-                let flags = vm_flags(path);
-                assert_eq!(flags.len(), 1, "{policy:?}: one map of {}", path.display());
-                flags[0].split_whitespace().any(|f| f == "hg")
-            };
-            // The first segment, made at open.
-            let first = lock(&wal.lanes[0].state).cur.as_ref().unwrap().path.clone();
-            assert_eq!(has_hg(&first), huge, "{policy:?}: {}", first.display());
-            // A spare, made by the page helper once an eighth of the
-            // segment is used.
-            let h = |i: u64| [ItemHash { lo: i, hi: 3 }];
-            let mut n = 0;
-            while n * 48 < 40 << 10 {
-                wal.append_hashes(2, 1 << 40, &h(n), false).unwrap();
-                n += 1;
-            }
-            eventually("a spare", || {
-                wal.pages.get().unwrap().unpark();
-                lock(&wal.lanes[0].state).spare.is_some()
-            });
-            let spare = lock(&wal.lanes[0].state)
-                .spare
-                .as_ref()
-                .unwrap()
-                .path
-                .clone();
-            assert_eq!(has_hg(&spare), huge, "{policy:?}: {}", spare.display());
-        }
     }
 
     /// The hashes of the test record `i` of 16 hashes (288 bytes).
