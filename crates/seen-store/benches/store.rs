@@ -45,8 +45,9 @@ const ORDERS: [[usize; 4]; ROUNDS] = [[0, 1, 2, 3], [0, 2, 1, 3], [3, 1, 0, 2], 
 /// has not used of late cost a fault in the host each. So without it a
 /// target's figure depended on which target ran before it: with the
 /// targets always in the order of the table, `everysec` followed `no`,
-/// and with large folios in `no`'s log only, `everysec` 50 x 100 fell
-/// from 92% to 83% of the in-memory filter (BENCHMARKS.md, session 17).
+/// and with 2 MiB folios in its log, `everysec` 50 x 100 did 92% of the
+/// in-memory filter when `no`'s log had them too and 83% when it had not
+/// (BENCHMARKS.md, session 17).
 /// After a run of its own, each timed run starts from memory its own log
 /// freed, as in a store that has been running for a while.
 const SETTLE: Duration = Duration::from_millis(500);
