@@ -133,8 +133,9 @@ fn throughput_for(threads: u64, batch: usize, add: AddFn, run: Duration) -> f64 
 static LOG_DIRS: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// Untimed, after each run: every store's log pages, written back by the
-/// sync before, leave the page cache, so that each run starts from the
-/// same state of memory whatever ran before it. Without it the `no`
+/// sync before, leave the page cache, so that no run starts with
+/// gigabytes of another's log cached (the memory they free still makes
+/// the next run's fresh pages: see [`SETTLE`]). Without it the `no`
 /// store kept every page of log it wrote (its policy drops none), up to
 /// gigabytes over the bench, and the next runs' fresh pages of log came
 /// from memory not touched for long, which on this VM costs a fault in the
