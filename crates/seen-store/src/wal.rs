@@ -203,8 +203,9 @@ struct LaneState {
     cur: Option<Segment>,
     /// The place in the lane of its next segment.
     next_seq: u64,
-    /// Rolled-away segments that may hold unsynced records.
-    unsynced: Vec<Arc<dyn FsFile>>,
+    /// Rolled-away segments that may hold unsynced records, with their
+    /// paths (for the error if their sync fails).
+    unsynced: Vec<(PathBuf, Arc<dyn FsFile>)>,
     /// Every live segment of the lane, oldest first (the current one
     /// last): first lsn, path, and the lsn of its last record where it is
     /// known without a successor (segments found at open).
@@ -616,10 +617,16 @@ pub(crate) fn segment_file(
 /// this VM busy, the syncs of one thread made records wait 3.6-4.4 s for
 /// their sync under `EverySec`, those of a thread per file 2.2-3.2 s
 /// (BENCHMARKS.md, session 16). A thread that cannot be started leaves its
-/// file to this one.
-fn sync_files(files: &[Arc<dyn FsFile>], parallel: bool) -> std::io::Result<()> {
+/// file to this one. An error comes with the path of the file whose sync
+/// failed.
+fn sync_files(
+    files: &[(PathBuf, Arc<dyn FsFile>)],
+    parallel: bool,
+) -> std::result::Result<(), (PathBuf, std::io::Error)> {
+    let sync =
+        |(path, f): &(PathBuf, Arc<dyn FsFile>)| f.sync_data().map_err(|e| (path.clone(), e));
     if !parallel || files.len() < 2 {
-        return files.iter().try_for_each(|f| f.sync_data());
+        return files.iter().try_for_each(sync);
     }
     // At most SYNC_THREADS, each syncing every SYNC_THREADS-th file.
     let n = files.len().min(SYNC_THREADS);
@@ -631,19 +638,20 @@ fn sync_files(files: &[Arc<dyn FsFile>], parallel: bool) -> std::io::Result<()> 
         for i in 0..n {
             match std::thread::Builder::new()
                 .name("seen-wal-fsync".into())
-                .spawn_scoped(scope, move || share(i).try_for_each(|f| f.sync_data()))
+                .spawn_scoped(scope, move || share(i).try_for_each(sync))
             {
-                Ok(t) => threads.push(t),
+                Ok(t) => threads.push((i, t)),
                 Err(_) => here.push(i),
             }
         }
         for i in here {
-            out = out.and(share(i).try_for_each(|f| f.sync_data()));
+            out = out.and(share(i).try_for_each(sync));
         }
-        for t in threads {
-            let r = t
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
+        for (i, t) in threads {
+            let r = t.join().unwrap_or_else(|_| {
+                let e = std::io::Error::other("a sync thread panicked");
+                Err((files[i].0.clone(), e))
+            });
             out = out.and(r);
         }
         out
@@ -1896,7 +1904,7 @@ impl Wal {
         if let Some(old) = st.cur.replace(next) {
             st.rolled += old.offset as u64;
             if self.policy != FsyncPolicy::No {
-                st.unsynced.push(old.file.clone());
+                st.unsynced.push((old.path.clone(), old.file.clone()));
             }
         }
         Ok(())
@@ -2091,7 +2099,6 @@ impl Wal {
         let mut files = Vec::new();
         // What the sync lets go from the page cache: (file, from, to).
         let mut drops = Vec::new();
-        let mut path = self.dir.clone();
         let mut mark = SyncMark {
             boot: self.boot,
             lanes: Vec::new(),
@@ -2108,12 +2115,11 @@ impl Wal {
                 None => (i, st.next_seq, 0),
             });
             if self.drop_synced {
-                drops.extend(st.unsynced.iter().map(|f| (f.clone(), 0, u64::MAX)));
+                drops.extend(st.unsynced.iter().map(|(_, f)| (f.clone(), 0, u64::MAX)));
             }
             files.append(&mut st.unsynced);
             if let Some(cur) = &mut st.cur {
-                files.push(cur.file.clone());
-                path = cur.path.clone();
+                files.push((cur.path.clone(), cur.file.clone()));
                 if self.drop_synced {
                     // Below the append position's page, written for good;
                     // again from where the page helper may still have had
@@ -2154,12 +2160,13 @@ impl Wal {
         // covers into a renamed spare did so under its lane's mutex, taken
         // above.
         let dir_dirty = self.dir_dirty.swap(false, Ordering::AcqRel);
+        // On an error, the path of the file (or directory) that failed.
         let mut result = sync_files(&files, self.active > 1);
         if dir_dirty && result.is_ok() {
-            result = self.fs.sync_dir(&self.dir);
-            if result.is_err() {
-                path = self.dir.clone();
-            }
+            result = self
+                .fs
+                .sync_dir(&self.dir)
+                .map_err(|e| (self.dir.clone(), e));
         }
         if let (Some(file), true) = (&self.mark, result.is_ok()) {
             use std::os::unix::fs::FileExt;
@@ -2167,10 +2174,8 @@ impl Wal {
             result = file
                 .std_file()
                 .write_all_at(&mark.encode(), 0)
-                .and_then(|()| file.sync_data());
-            if result.is_err() {
-                path = self.dir.join(SYNC_MARK);
-            }
+                .and_then(|()| file.sync_data())
+                .map_err(|e| (self.dir.join(SYNC_MARK), e));
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut s = lock(&self.sync);
@@ -2188,7 +2193,7 @@ impl Wal {
                 self.synced_lsn.store(s.synced_lsn, Ordering::Release);
                 Ok(())
             }
-            Err(e) => {
+            Err((path, e)) => {
                 // After a failed fsync the kernel may have dropped the dirty
                 // pages: a retry could "succeed" without the data. Refuse
                 // until a checkpoint has rewritten everything.
@@ -3159,6 +3164,136 @@ mod tests {
         assert_eq!(wal.syncs.load(Ordering::Relaxed), before + 2);
     }
 
+    /// The real file system, but the sync of the file created (or opened)
+    /// at the path in `fail`, when it holds one, fails with EIO; and with
+    /// `other_boot`, after a reboot: another boot id, so that the reader
+    /// uses the sync mark.
+    #[derive(Default)]
+    struct TestFs {
+        fail: Arc<Mutex<Option<PathBuf>>>,
+        other_boot: bool,
+    }
+
+    impl TestFs {
+        fn other_boot() -> TestFs {
+            TestFs {
+                other_boot: true,
+                ..TestFs::default()
+            }
+        }
+    }
+
+    struct FailSyncFile {
+        inner: Box<dyn FsFile>,
+        created: PathBuf,
+        fail: Arc<Mutex<Option<PathBuf>>>,
+    }
+
+    impl FsFile for FailSyncFile {
+        fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            self.inner.write_all(buf)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            if lock(&self.fail).as_ref() == Some(&self.created) {
+                return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            }
+            self.inner.sync_data()
+        }
+        fn allocate(&self, len: u64) -> std::io::Result<()> {
+            self.inner.allocate(len)
+        }
+        fn std_file(&self) -> &std::fs::File {
+            self.inner.std_file()
+        }
+        fn try_clone(&self) -> std::io::Result<Box<dyn FsFile>> {
+            Ok(Box::new(FailSyncFile {
+                inner: self.inner.try_clone()?,
+                created: self.created.clone(),
+                fail: self.fail.clone(),
+            }))
+        }
+    }
+
+    impl Fs for TestFs {
+        fn create(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
+            Ok(Box::new(FailSyncFile {
+                inner: RealFs.create(path)?,
+                created: path.to_path_buf(),
+                fail: self.fail.clone(),
+            }))
+        }
+        fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
+            Ok(Box::new(FailSyncFile {
+                inner: RealFs.open_rw(path)?,
+                created: path.to_path_buf(),
+                fail: self.fail.clone(),
+            }))
+        }
+        fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
+            RealFs.open_read(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.remove(path)
+        }
+        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.create_dir_all(path)
+        }
+        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.sync_dir(path)
+        }
+        fn list(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
+            RealFs.list(path)
+        }
+        fn boot_id(&self) -> [u8; 16] {
+            let mut id = RealFs.boot_id();
+            if self.other_boot {
+                id[0] ^= 0xff;
+            }
+            id
+        }
+    }
+
+    #[test]
+    fn a_failed_sync_names_the_segment_whose_sync_failed() {
+        // A sync syncs a lane's rolled-away segments with its current one;
+        // the error (and the poisoning) named the current segment whichever
+        // failed.
+        let dir = tempfile::tempdir().unwrap();
+        let fail = Arc::new(Mutex::new(None));
+        let fs: Arc<dyn Fs> = Arc::new(TestFs {
+            fail: fail.clone(),
+            ..TestFs::default()
+        });
+        let wal = Wal::open(
+            fs,
+            dir.path().to_path_buf(),
+            FsyncPolicy::Always,
+            1 << 16,
+            1,
+            vec![],
+            None,
+        )
+        .unwrap();
+        let [first] = &segments_of(dir.path())[..] else {
+            panic!("not one segment at open");
+        };
+        let first = first.path.clone();
+        let h: Vec<ItemHash> = (0..100).map(|i| ItemHash { lo: i, hi: 7 }).collect();
+        while segments_of(dir.path()).len() < 2 {
+            wal.append_hashes(2, 1, &h, false).unwrap();
+        }
+        *lock(&fail) = Some(first.clone());
+        let e = wal.sync_all().unwrap_err().to_string();
+        let name = first.file_name().unwrap().to_str().unwrap();
+        assert!(e.contains(name), "{e} does not name {name}");
+        // The log stays poisoned, with the same file named.
+        let e = wal.append_hashes(2, 1, &h, false).unwrap_err().to_string();
+        assert!(e.contains(name), "{e} does not name {name}");
+    }
+
     /// Poisons the log as a failed sync does.
     fn poison(wal: &Wal) {
         let mut s = lock(&wal.sync);
@@ -3751,42 +3886,6 @@ mod tests {
         }
     }
 
-    /// The real file system after a reboot: another boot id, so that the
-    /// reader uses the sync mark.
-    struct OtherBoot;
-
-    impl Fs for OtherBoot {
-        fn create(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
-            RealFs.create(path)
-        }
-        fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
-            RealFs.open_rw(path)
-        }
-        fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
-            RealFs.open_read(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-            RealFs.rename(from, to)
-        }
-        fn remove(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.remove(path)
-        }
-        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.create_dir_all(path)
-        }
-        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.sync_dir(path)
-        }
-        fn list(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
-            RealFs.list(path)
-        }
-        fn boot_id(&self) -> [u8; 16] {
-            let mut id = RealFs.boot_id();
-            id[0] ^= 0xff;
-            id
-        }
-    }
-
     #[test]
     fn a_record_a_sync_marked_durable_is_not_taken_back() {
         let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
@@ -3828,7 +3927,7 @@ mod tests {
         let mut data = std::fs::read(&segs[1].path).unwrap();
         data[SECTOR..2 * SECTOR].fill(0);
         std::fs::write(&segs[1].path, &data).unwrap();
-        let other = hash_records(&OtherBoot, dir.path());
+        let other = hash_records(&TestFs::other_boot(), dir.path());
         let lsns: Vec<u64> = other.iter().map(|r| r.0).collect();
         // A prefix of the lane: every record up to the hole, none after.
         let n = lsns.len();
@@ -3861,8 +3960,13 @@ mod tests {
         let mut data = std::fs::read(seg).unwrap();
         data[19 * SHORT_RECORD + 12] ^= 1;
         std::fs::write(seg, &data).unwrap();
-        let err = read_all(&OtherBoot, &mut segments_of(dir.path()), false, |_| Ok(()))
-            .expect_err("damage below the mark");
+        let err = read_all(
+            &TestFs::other_boot(),
+            &mut segments_of(dir.path()),
+            false,
+            |_| Ok(()),
+        )
+        .expect_err("damage below the mark");
         assert!(
             matches!(err.kind(), ErrorKind::Corrupt { offset, .. } if *offset == (19 * SHORT_RECORD) as u64),
             "{err}"
@@ -3872,7 +3976,7 @@ mod tests {
         data[19 * SHORT_RECORD + 12] ^= 1;
         data[80 * SHORT_RECORD + 12] ^= 1;
         std::fs::write(seg, &data).unwrap();
-        let lsns: Vec<u64> = hash_records(&OtherBoot, dir.path())
+        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
             .iter()
             .map(|r| r.0)
             .collect();
