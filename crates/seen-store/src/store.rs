@@ -1832,6 +1832,27 @@ impl Store {
         self.inner.wal.take_sync_window()
     }
 
+    /// Under [`FsyncPolicy::EverySec`], how far back a power loss now
+    /// could reach: the time since the last background sync that
+    /// succeeded began (before the first, since the open). About a second
+    /// while all is well; it grows while the disk stalls or syncs fail
+    /// (after a failed sync mutations are refused, see
+    /// [`log_failed`](Self::log_failed)). `None` under `Always`, where
+    /// every acknowledged mutation is synced, and `No`, where the kernel
+    /// decides.
+    pub fn unsynced_for(&self) -> Option<std::time::Duration> {
+        self.inner.wal.unsynced_for()
+    }
+
+    /// Whether a sync of the log has failed and no checkpoint has
+    /// succeeded since: the kernel may have dropped what the sync was to
+    /// write, so the log takes no record until a checkpoint has rewritten
+    /// every filter; the next mutation tries one first, and fails if it
+    /// fails.
+    pub fn log_failed(&self) -> bool {
+        self.inner.wal.is_poisoned()
+    }
+
     /// Bytes of filter memory (bits and counters) held by all filters.
     pub fn memory_bytes(&self) -> u64 {
         let entries: Vec<Arc<Entry>> = self.inner.filters.read().values().cloned().collect();

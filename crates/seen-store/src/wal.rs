@@ -441,6 +441,11 @@ pub(crate) struct Wal {
     /// to be made durable since [`take_sync_window`](Wal::take_sync_window)
     /// last read it, in nanoseconds.
     sync_window: AtomicU64,
+    /// Under `EverySec`: when the last background sync that succeeded
+    /// began, in nanoseconds after `opened` (0 before the first).
+    last_sync_began: AtomicU64,
+    /// When the log was opened (the base of `last_sync_began`).
+    opened: Instant,
     /// A spare has been renamed into a segment since the last sync: the
     /// next one syncs the directory too.
     dir_dirty: AtomicBool,
@@ -983,6 +988,8 @@ impl Wal {
             pages: std::sync::OnceLock::new(),
             syncs: AtomicU64::new(0),
             sync_window: AtomicU64::new(0),
+            last_sync_began: AtomicU64::new(0),
+            opened: Instant::now(),
             dir_dirty: AtomicBool::new(false),
             mark,
             boot: fs_boot,
@@ -1019,6 +1026,8 @@ impl Wal {
                                 // only now.
                                 let window = last_ok.elapsed().as_nanos() as u64;
                                 wal.sync_window.fetch_max(window, Ordering::Relaxed);
+                                let began = start.duration_since(wal.opened).as_nanos() as u64;
+                                wal.last_sync_began.store(began, Ordering::Relaxed);
                                 last_ok = start;
                             }
                             Err(e) => {
@@ -1993,6 +2002,19 @@ impl Wal {
             0 => None,
             n => Some(Duration::from_nanos(n)),
         }
+    }
+
+    /// Under `EverySec`, how long ago the last background sync that
+    /// succeeded began (before the first, the open): a sync covers every
+    /// record appended before it began, so this is the most a power loss
+    /// now could take (see [`take_sync_window`](Self::take_sync_window)
+    /// for the longest it has been). `None` under the other policies.
+    pub(crate) fn unsynced_for(&self) -> Option<Duration> {
+        if self.policy != FsyncPolicy::EverySec {
+            return None;
+        }
+        let began = Duration::from_nanos(self.last_sync_began.load(Ordering::Relaxed));
+        Some(self.opened.elapsed().saturating_sub(began))
     }
 
     /// Syncs everything appended up to at least `lsn` (group commit).
@@ -3545,6 +3567,34 @@ mod tests {
         let (_dir, _fs, no) = fresh_wal(FsyncPolicy::No, 1 << 20);
         std::thread::sleep(Duration::from_millis(1200));
         assert_eq!(no.take_sync_window(), None, "no syncer under `No`");
+        assert_eq!(no.unsynced_for(), None);
+    }
+
+    #[test]
+    fn how_long_the_log_has_gone_unsynced_is_counted_from_the_last_sync_that_began() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 20);
+        // Before the first sync: since the open.
+        let open = wal.unsynced_for().expect("under `EverySec`");
+        assert!(open <= wal.opened.elapsed(), "{open:?}");
+        // After syncs have succeeded: since the last of them began, which
+        // is after the open.
+        eventually_within("a sync", Duration::from_secs(5), || {
+            wal.last_sync_began.load(Ordering::Relaxed) > 0
+        });
+        let began = Duration::from_nanos(wal.last_sync_began.load(Ordering::Relaxed));
+        let since = wal.unsynced_for().unwrap();
+        assert!(since + began <= wal.opened.elapsed(), "{since:?} {began:?}");
+        // A failed sync does not move it: it keeps growing. (A sync that
+        // succeeds after the poisoning began before it.)
+        poison(&wal);
+        std::thread::sleep(Duration::from_millis(2200));
+        assert!(wal.sync_all().is_err(), "a poisoned log's sync fails");
+        let since = wal.unsynced_for().unwrap();
+        assert!(since >= Duration::from_millis(2200), "{since:?}");
+        for policy in [FsyncPolicy::Always, FsyncPolicy::No] {
+            let (_dir, _fs, other) = fresh_wal(policy, 1 << 20);
+            assert_eq!(other.unsynced_for(), None, "{policy:?}");
+        }
     }
 
     #[test]
