@@ -238,17 +238,25 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if want("persistence") {
         let _ = write!(
             out,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\nseen_log_bytes:{}\r\ndir:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nseen_log_bytes:{}\r\n{}dir:{}\r\n\r\n",
             sh.dirty.load(Ordering::Relaxed),
             u8::from(sh.bgsave_in_progress.load(Ordering::Relaxed)),
             sh.lastsave.load(Ordering::Relaxed),
             if sh.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+            if sh.store.log_failed() { "err" } else { "ok" },
             match c.fsync {
                 FsyncPolicy::Always => "always",
                 FsyncPolicy::EverySec => "everysec",
                 FsyncPolicy::No => "no",
             },
             sh.store.log_bytes(),
+            // How far back a power loss now could reach: under `always`
+            // nothing acknowledged, under `no` unknown (no field).
+            match (c.fsync, sh.store.unsynced_for()) {
+                (_, Some(d)) => format!("seen_unsynced_ms:{}\r\n", d.as_millis()),
+                (FsyncPolicy::Always, None) => "seen_unsynced_ms:0\r\n".to_string(),
+                _ => String::new(),
+            },
             c.dir.display(),
         );
     }

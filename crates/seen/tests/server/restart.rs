@@ -161,6 +161,43 @@ fn persistence(server: &Server, field: &str) -> u64 {
         .unwrap()
 }
 
+/// `INFO persistence` says whether the log's writes succeed
+/// (`aof_last_write_status`, as Redis) and how far back a power loss could
+/// reach (`seen_unsynced_ms`): under `everysec` the time since the last
+/// background sync began, which the syncs keep below the time since the
+/// start; under `always` 0; under `no` unknown, no field.
+#[test]
+fn info_persistence_says_how_far_back_a_power_loss_could_reach() {
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let server = Server::start(&tmp.path().join("e"), &[]);
+    fill(&server, "k", 100);
+    let info = text(&server.raw().cmd(&["INFO", "persistence"]));
+    assert!(info.contains("aof_last_write_status:ok\r\n"), "{info}");
+    assert!(info.contains("appendfsync:everysec\r\n"), "{info}");
+    let deadline = started + std::time::Duration::from_secs(30);
+    loop {
+        let unsynced = persistence(&server, "seen_unsynced_ms");
+        let up = started.elapsed().as_millis() as u64;
+        // Since a sync that began at least a second after the start.
+        if up > 2_000 && unsynced + 1_000 < up {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no sync in {up} ms: seen_unsynced_ms {unsynced}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let always = Server::start(&tmp.path().join("a"), &["--fsync", "always"]);
+    fill(&always, "k", 100);
+    assert_eq!(persistence(&always, "seen_unsynced_ms"), 0);
+    let no = Server::start(&tmp.path().join("n"), &["--fsync", "no"]);
+    let info = text(&no.raw().cmd(&["INFO", "persistence"]));
+    assert!(info.contains("aof_last_write_status:ok\r\n"), "{info}");
+    assert!(!info.contains("seen_unsynced_ms"), "{info}");
+}
+
 /// `--save-log-size`: with timed checkpoints off, a log past the limit
 /// brings a checkpoint within a few seconds (the log shrinks, the last save
 /// time moves), and nothing is lost across a restart after it.
