@@ -72,6 +72,10 @@
 //! page cache, dirty until synced, so nothing is lost; but a sync no longer
 //! write-protects them one by one, with an interrupt to every core that
 //! runs a writer, and they stop counting as the process's memory).
+//! The helper unmaps a 2 MiB window at a time, and with 50 writers it
+//! gets little CPU, so each sync under `EverySec` first unmaps, in one
+//! call per lane, the written pages the helper has not (see
+//! [`Wal::lead_sync`]).
 //! It also makes each lane's next segment ahead (a spare: created,
 //! preallocated and mapped under a temporary name), once an eighth of the
 //! current one is used, or at once for a busy lane or one with no segment
@@ -2121,6 +2125,8 @@ impl Wal {
         let mut files = Vec::new();
         // What the sync lets go from the page cache: (file, from, to).
         let mut drops = Vec::new();
+        // What it unmaps before it syncs: (map, from, to).
+        let mut unmaps = Vec::new();
         let mut mark = SyncMark {
             boot: self.boot,
             lanes: Vec::new(),
@@ -2150,6 +2156,7 @@ impl Wal {
                     let from = cur.dropped.saturating_sub(2 * PAGE_WINDOW);
                     if to > from {
                         drops.push((cur.file.clone(), from as u64, to as u64));
+                        unmaps.push((cur.map.clone(), from, to));
                         cur.dropped = to;
                     }
                 }
@@ -2178,6 +2185,21 @@ impl Wal {
             },
         );
         mark.lanes.sort_unstable();
+        // The written pages still mapped, unmapped in one call per lane:
+        // the sync's writeback would otherwise write-protect each mapped
+        // dirty page, one TLB shootdown (an interrupt to every core that
+        // runs a writer) per page. With 50 writers that was 5% of all CPU
+        // time, in the sync threads alone (BENCHMARKS.md, session 18).
+        for (map, from, to) in unmaps {
+            // SAFETY: for a shared file mapping MADV_DONTNEED unmaps the
+            // pages but keeps their contents, dirty or not, in the page
+            // cache (a later access maps them back); the range is below the
+            // lane's append position when its mutex was held, where no
+            // writer writes any more, and `map` keeps the map alive.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
         // After the files are gathered: a roll that put a record this sync
         // covers into a renamed spare did so under its lane's mutex, taken
         // above.
@@ -4168,6 +4190,31 @@ mod tests {
             eprintln!("this file system keeps dropped pages: not checked");
         }
         // Every record reads back, from the disk.
+        reads_back_in_order(&*fs, &mut segments, n);
+    }
+
+    #[test]
+    fn a_sync_under_everysec_unmaps_the_written_pages_before_it_syncs_them() {
+        // Left mapped, each dirty page would be write-protected by the
+        // sync's writeback, one TLB shootdown per page.
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 32 << 20);
+        // No helper to unmap pages behind the writer (nor a background
+        // sync); it may have mapped in the first two windows already.
+        stop_helper(&wal);
+        let path = dir.path().join(segment_name(1, 0, 0));
+        let n = 12 * (1 << 20) / 288;
+        for i in 0..n {
+            wal.append_hashes(2, 7, &record16(i), false).unwrap();
+        }
+        let before = mapped_kib(&path);
+        assert!(before >= 11 << 10, "{before} KiB mapped before the sync");
+        wal.sync_all().unwrap();
+        // What may stay: the append position's page, and what the helper
+        // mapped in ahead of it.
+        let after = mapped_kib(&path);
+        let most = (2 * PAGE_WINDOW + PAGE) as u64 / 1024;
+        assert!(after <= most, "{after} KiB still mapped after the sync");
+        let mut segments = segments_of(dir.path());
         reads_back_in_order(&*fs, &mut segments, n);
     }
 
