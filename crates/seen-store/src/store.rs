@@ -1834,8 +1834,10 @@ impl Store {
 
     /// Under [`FsyncPolicy::EverySec`], how far back a power loss now
     /// could reach: the time since the last background sync that
-    /// succeeded began (before the first, since the open). About a second
-    /// while all is well; it grows while the disk stalls or syncs fail
+    /// succeeded began (before the first, since the open). It moves when a
+    /// sync ends, so it reaches the length of one sync plus the second to
+    /// the next: 1-2 s on an idle machine, 2-3 s with writers keeping
+    /// every core busy; it grows while the disk stalls or syncs fail
     /// (after a failed sync mutations are refused, see
     /// [`log_failed`](Self::log_failed)). `None` under `Always`, where
     /// every acknowledged mutation is synced, and `No`, where the kernel
@@ -1844,13 +1846,15 @@ impl Store {
         self.inner.wal.unsynced_for()
     }
 
-    /// Whether a sync of the log has failed and no checkpoint has
-    /// succeeded since: the kernel may have dropped what the sync was to
-    /// write, so the log takes no record until a checkpoint has rewritten
-    /// every filter; the next mutation tries one first, and fails if it
-    /// fails.
+    /// Whether writing the log is failing, so that mutations fail:
+    /// a sync of the log has failed and no checkpoint has succeeded since
+    /// (the kernel may have dropped what the sync was to write, so the log
+    /// takes no record until a checkpoint has rewritten every filter; the
+    /// next mutation tries one first, and fails if it fails), or the log
+    /// could not make its next segment or take staged adds (a full disk:
+    /// until space returns and a write succeeds).
     pub fn log_failed(&self) -> bool {
-        self.inner.wal.is_poisoned()
+        self.inner.wal.write_failing()
     }
 
     /// Bytes of filter memory (bits and counters) held by all filters.

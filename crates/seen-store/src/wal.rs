@@ -466,6 +466,10 @@ pub(crate) struct Wal {
     /// a thread then copies its own ring before it stages more, and so
     /// fails its add rather than acknowledge one the log cannot take.
     copy_failed: AtomicBool,
+    /// The last roll of a lane failed to make its next segment (a full
+    /// disk, say): the mutation that needed it failed (see
+    /// [`write_failing`](Wal::write_failing)).
+    roll_failed: AtomicBool,
     /// Failed copies so far: a pass clears `copy_failed` only if none
     /// failed since it began (see [`Wal::clear_copy_failed`]).
     copy_failures: AtomicU64,
@@ -658,7 +662,9 @@ fn sync_files(
         }
         for (i, t) in threads {
             let r = t.join().unwrap_or_else(|_| {
-                let e = std::io::Error::other("a sync thread panicked");
+                let e = std::io::Error::other(
+                    "a sync thread panicked (this file was the first of its share)",
+                );
                 Err((files[i].0.clone(), e))
             });
             out = out.and(r);
@@ -999,6 +1005,7 @@ impl Wal {
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
             copy_failed: AtomicBool::new(false),
+            roll_failed: AtomicBool::new(false),
             copy_failures: AtomicU64::new(0),
             #[cfg(test)]
             helper_copies_paused: AtomicBool::new(false),
@@ -1900,6 +1907,7 @@ impl Wal {
                 seq,
             ),
         };
+        self.roll_failed.store(next.is_err(), Ordering::Relaxed);
         let next = next.inspect_err(|_| {
             // A file the failed attempt could not remove keeps its number,
             // so that no two segments of the lane share one.
@@ -1981,6 +1989,16 @@ impl Wal {
         }
     }
 
+    /// Whether the log's writing is failing: a failed sync has poisoned
+    /// it, a lane's last roll could not make a segment, or a copy of
+    /// staged adds into the log has failed since the rings were last all
+    /// copied (the last two: a full disk, until space returns).
+    pub(crate) fn write_failing(&self) -> bool {
+        self.is_poisoned()
+            || self.roll_failed.load(Ordering::Relaxed)
+            || self.copy_failed.load(Ordering::Relaxed)
+    }
+
     /// Whether a failed sync has made the log unusable.
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
@@ -2012,7 +2030,11 @@ impl Wal {
     /// succeeded began (before the first, the open): a sync covers every
     /// record appended before it began, so this is the most a power loss
     /// now could take (see [`take_sync_window`](Self::take_sync_window)
-    /// for the longest it has been). `None` under the other policies.
+    /// for the longest it has been). It moves when a sync ends, so it
+    /// reaches the length of one sync plus the gap to the next: about 1-2
+    /// s, more when syncs are slow. Other syncs (a checkpoint's, a
+    /// close's) do not move it, which errs on the long side. `None` under
+    /// the other policies.
     pub(crate) fn unsynced_for(&self) -> Option<Duration> {
         if self.policy != FsyncPolicy::EverySec {
             return None;
@@ -2195,7 +2217,9 @@ impl Wal {
             // pages but keeps their contents, dirty or not, in the page
             // cache (a later access maps them back); the range is below the
             // lane's append position when its mutex was held, where no
-            // writer writes any more, and `map` keeps the map alive.
+            // writer writes any more (appends only move forward, and a
+            // take-back stays at or above `marked`, which the same visit set
+            // to that position), and `map` keeps the map alive.
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
             };
@@ -3248,6 +3272,12 @@ mod tests {
         }
         fn std_file(&self) -> &std::fs::File {
             self.inner.std_file()
+        }
+        fn drop_cached(&self, from: u64, to: u64) {
+            self.inner.drop_cached(from, to)
+        }
+        fn write_behind(&self, written_to: u64, upto: u64) -> std::io::Result<()> {
+            self.inner.write_behind(written_to, upto)
         }
         fn try_clone(&self) -> std::io::Result<Box<dyn FsFile>> {
             Ok(Box::new(FailSyncFile {

@@ -226,7 +226,10 @@ fn full_disk_fails_the_write_keeps_reads_and_recovers() {
             faults.enospc_allocate.store(false, Ordering::SeqCst);
         }
         match s.add(b"f", &[&item(i)], None) {
-            Ok(_) => acked.push(i),
+            Ok(_) => {
+                acked.push(i);
+                assert!(!s.log_failed(), "the log says it failed after add {i}");
+            }
             Err(e) => {
                 assert!(
                     matches!(e.kind(), ErrorKind::Io { .. })
@@ -234,6 +237,8 @@ fn full_disk_fails_the_write_keeps_reads_and_recovers() {
                     "{e}"
                 );
                 assert!((500..2000).contains(&i), "failure at {i}");
+                // What `INFO persistence` shows as `aof_last_write_status`.
+                assert!(s.log_failed(), "the log says nothing failed at add {i}");
                 failures += 1;
                 // The store stays readable.
                 assert!(s.contains(b"f", &[&item(0)]).unwrap().unwrap()[0]);
@@ -287,12 +292,23 @@ fn a_full_disk_under_staging_fails_adds_and_loses_none_acknowledged() {
     for i in failed_at..failed_at + 300 {
         assert!(s.add(b"f", &[&item(i)], None).is_err(), "add {i}");
     }
+    assert!(s.log_failed());
     assert!(s.contains(b"f", &[&item(0)]).unwrap().unwrap()[0]);
     faults.enospc_allocate.store(false, Ordering::SeqCst);
     // Space is back: the next add copies the ring first, and goes on.
     let resumed = failed_at + 1000;
     s.add(b"f", &[&item(resumed)], None).unwrap();
     acked.push(resumed);
+    // The next pass that copies every ring (the syncer's, within a
+    // second) says the log writes again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.log_failed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log still says it fails"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let refs: Vec<Vec<u8>> = acked.iter().map(|&i| item(i)).collect();
     let refs: Vec<&[u8]> = refs.iter().map(|v| v.as_slice()).collect();
     assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&p| p));
