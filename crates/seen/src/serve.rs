@@ -41,11 +41,11 @@ pub(crate) struct ServeArgs {
     /// When the log is synced: `always` (reply after the add is on disk),
     /// `everysec` (a power cut loses about the last second, 2-3 s when
     /// writers keep every core busy; a crash of the process loses
-    /// nothing) or `no` (the OS decides). `INFO persistence` shows a
-    /// failed sync as `aof_last_write_status:err` (each write then first
-    /// tries a checkpoint, and is refused if it fails) and, under
-    /// `everysec`, how far back a power cut now would reach as
-    /// `seen_unsynced_ms`.
+    /// nothing) or `no` (the OS decides). `INFO persistence` shows
+    /// `aof_last_write_status:err` while writes fail for the log (a failed
+    /// sync: each write then first tries a checkpoint, and is refused if
+    /// it fails; a full disk: until space returns) and, under `everysec`,
+    /// how far back a power cut now would reach as `seen_unsynced_ms`.
     #[arg(long, default_value = "everysec", value_name = "POLICY", value_parser = parse_fsync)]
     fsync: FsyncPolicy,
     /// Password clients must send with AUTH (or HELLO ... AUTH default PASS).
