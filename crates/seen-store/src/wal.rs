@@ -4232,9 +4232,19 @@ mod tests {
         // sync); it may have mapped in the first two windows already.
         stop_helper(&wal);
         let path = dir.path().join(segment_name(1, 0, 0));
-        let n = 12 * (1 << 20) / 288;
-        for i in 0..n {
-            wal.append_hashes(2, 7, &record16(i), false).unwrap();
+        // 12 MiB of records with no sync meanwhile: a background sync
+        // that was under way when the helper was stopped gets another 12.
+        let per = 12 * (1 << 20) / 288;
+        let mut n = 0;
+        for _ in 0..2 {
+            let syncs = wal.syncs.load(Ordering::Relaxed);
+            for i in n..n + per {
+                wal.append_hashes(2, 7, &record16(i), false).unwrap();
+            }
+            n += per;
+            if wal.syncs.load(Ordering::Relaxed) == syncs {
+                break;
+            }
         }
         let before = mapped_kib(&path);
         assert!(before >= 11 << 10, "{before} KiB mapped before the sync");
