@@ -716,6 +716,22 @@ fn patiently<T>(
     }
 }
 
+/// Unmaps the pages of the segment map `map` in `from..to`
+/// (`MADV_DONTNEED`), best effort: for pages no writer will write again,
+/// so that a sync does not write-protect them one by one and they stop
+/// counting as the process's memory. Nothing is lost: their contents
+/// stay in the page cache, dirty or not, and an access maps them back.
+fn unmap_pages(map: &MmapRaw, from: usize, to: usize) {
+    if to > from {
+        // SAFETY: a segment's map is a shared file mapping, for which
+        // MADV_DONTNEED drops only the page-table entries, never the
+        // contents; `map` outlives the call.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+}
+
 /// Maps a preallocated segment file.
 fn map(file: &dyn FsFile, path: &Path) -> Result<MmapRaw> {
     // The file is ours alone: the data directory is locked with flock for
@@ -1148,19 +1164,7 @@ impl Wal {
                         // go.
                         let done = offset / PAGE_WINDOW * PAGE_WINDOW;
                         if done > *behind {
-                            // SAFETY: for a shared file mapping
-                            // MADV_DONTNEED unmaps the pages but keeps their
-                            // contents, dirty or not, in the page cache (a
-                            // later access maps them back); no writer is in
-                            // this range any more, and the map outlives the
-                            // call (`map` holds it).
-                            let _ = unsafe {
-                                map.unchecked_advise_range(
-                                    memmap2::UncheckedAdvice::DontNeed,
-                                    *behind,
-                                    done - *behind,
-                                )
-                            };
+                            unmap_pages(&map, *behind, done);
                             *behind = done;
                         }
                     }
@@ -2212,17 +2216,12 @@ impl Wal {
         // dirty page, one TLB shootdown (an interrupt to every core that
         // runs a writer) per page. With 50 writers that was 5% of all CPU
         // time, in the sync threads alone (BENCHMARKS.md, session 18).
+        // Each range is below its lane's append position when the lane's
+        // mutex was held, where no writer writes any more (appends only
+        // move forward, and a take-back stays at or above `marked`, which
+        // the same visit set to that position).
         for (map, from, to) in unmaps {
-            // SAFETY: for a shared file mapping MADV_DONTNEED unmaps the
-            // pages but keeps their contents, dirty or not, in the page
-            // cache (a later access maps them back); the range is below the
-            // lane's append position when its mutex was held, where no
-            // writer writes any more (appends only move forward, and a
-            // take-back stays at or above `marked`, which the same visit set
-            // to that position), and `map` keeps the map alive.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
-            };
+            unmap_pages(&map, from, to);
         }
         // After the files are gathered: a roll that put a record this sync
         // covers into a renamed spare did so under its lane's mutex, taken
