@@ -960,6 +960,7 @@ impl Wal {
             0,
             lanes[0].next_seq,
         )?;
+        Self::sync_found(&*fs, &dir, &lanes)?;
         // The sync mark, written anew at open (see `first_mark`).
         let mark = if policy == FsyncPolicy::EverySec {
             Some(Mutex::new(Self::first_mark(&*fs, &dir, &lanes)?))
@@ -1069,12 +1070,17 @@ impl Wal {
         Ok(wal)
     }
 
-    /// Under `EverySec`, at open: syncs the segments found (a killed
-    /// process can have left records in them that no sync covered), then
-    /// writes the sync mark that says so: every segment made from now on
-    /// is past it (see [`SyncMark`]). Returns the mark's file.
-    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<Box<dyn FsFile>> {
-        use std::os::unix::fs::FileExt;
+    /// At open, under every policy: syncs the segments found, then the
+    /// log's directory. A killed process can have left records in them
+    /// that no sync covered (under any policy: a record of `always` whose
+    /// sync had not ended, a second of `everysec`, anything of `no`), and
+    /// a segment renamed from a spare whose name no sync has made durable.
+    /// The store has replayed them already, so this run's answers depend
+    /// on them: an add of an item they hold is answered "present" and logs
+    /// nothing, and adds to a filter they create are logged as adds to it.
+    /// Were they lost to a power loss after this run acknowledged such
+    /// adds, those would be lost too, under `always` as well.
+    fn sync_found(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<()> {
         for st in lanes {
             for (_, path, _) in &st.segments {
                 fs.open_rw(path)
@@ -1082,6 +1088,16 @@ impl Wal {
                     .map_err(|e| io_err("sync", path, e))?;
             }
         }
+        fs.sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))
+    }
+
+    /// Under `EverySec`, at open, after [`sync_found`](Self::sync_found):
+    /// writes the sync mark that says the segments found are durable:
+    /// every segment made from now on is past it (see [`SyncMark`]).
+    /// Returns the mark's file.
+    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<Box<dyn FsFile>> {
+        use std::os::unix::fs::FileExt;
         let path = dir.join(SYNC_MARK);
         let file = match fs.open_rw(&path) {
             Ok(f) => f,
