@@ -578,6 +578,23 @@ impl SyncMark {
         mark.filter(|m| m.boot != fs.boot_id())
     }
 
+    /// Lane `lane`'s entry: its segment `<seq>` and offset.
+    pub(crate) fn entry(&self, lane: usize) -> Option<(u64, u64)> {
+        self.lanes
+            .iter()
+            .find(|(l, ..)| *l == lane)
+            .map(|&(_, s, o)| (s, o))
+    }
+
+    /// Is `off` of segment `seq` of lane `lane` below the mark, which says
+    /// it was durable when the mark was written? (Not for a lane the mark
+    /// does not list, nor a segment named without a `<seq>`.)
+    pub(crate) fn covers(&self, lane: usize, seq: Option<u64>, off: usize) -> bool {
+        let Some(seq) = seq else { return false };
+        self.entry(lane)
+            .is_some_and(|(s, o)| seq < s || (seq == s && (off as u64) < o))
+    }
+
     /// Is `off` of segment `seq` of lane `lane` at or past the mark, where
     /// an unsynced part of the log may have been when it was written?
     pub(crate) fn unsynced(&self, lane: usize, seq: Option<u64>, off: usize) -> bool {
@@ -2678,7 +2695,51 @@ impl<'s> LaneReader<'s> {
                             _ => Step::End,
                         }
                     }
-                    Parsed::End => Step::End,
+                    // Below the offset the mark gives for this very
+                    // segment, records were written when it was synced:
+                    // zeros there are damage, with or without written
+                    // bytes after them.
+                    Parsed::End
+                        if self
+                            .mark
+                            .as_ref()
+                            .and_then(|m| m.entry(self.lane))
+                            .is_some_and(|(s, o)| seq == Some(s) && (off as u64) < o) =>
+                    {
+                        let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                        Step::Bad(
+                            "zeros below the offset the sync mark says was written".into(),
+                            false,
+                            (written_end > off).then(|| (off as u64, written_end - off)),
+                            false,
+                        )
+                    }
+                    // Zeros where a record should start, then written
+                    // bytes: no append leaves that (a lane's records are
+                    // written in order, under its mutex; a record taken
+                    // back is the lane's last). It is a record killed
+                    // while its first bytes were still unwritten, a power
+                    // loss's hole, or damage, which the rules for a bad
+                    // record tell apart, rather than an end that drops
+                    // the rest of the segment silently. Looked for within
+                    // [`HOLE_SCAN`] bytes: past its records a segment is
+                    // zeros to its end (up to its size, 64 MiB), which
+                    // every open would otherwise read.
+                    Parsed::End => {
+                        let near = &data[off.min(data.len())..(off + HOLE_SCAN).min(data.len())];
+                        if near.iter().all(|&b| b == 0) {
+                            Step::End
+                        } else {
+                            let written_end =
+                                data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                            Step::Bad(
+                                "zeros, then written bytes".into(),
+                                valid_record_after(data, off + 8, self.prev + 1),
+                                Some((off as u64, written_end - off)),
+                                cut_by_power_loss(data, off, written_end),
+                            )
+                        }
+                    }
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
                     Parsed::Bad(what) => {
                         // Where the segment's written bytes end (one scan,
@@ -2695,6 +2756,9 @@ impl<'s> LaneReader<'s> {
             };
             match step {
                 Step::End => self.close_segment(),
+                Step::Record(lsn) if lsn >= MAX_LSN => {
+                    self.damaged_here(format!("record lsn {lsn} out of range"))?;
+                }
                 Step::Record(lsn) if lsn < first => {
                     self.damaged_here(format!(
                         "record lsn {lsn} in a segment that starts at lsn {first}"
@@ -2726,9 +2790,19 @@ impl<'s> LaneReader<'s> {
                     // and only so. Then only the lane's later segments can
                     // still show that this is no tail (their written bytes,
                     // for zeroing).
+                    // Below the lane's entry in the mark, what is there
+                    // was synced before the power loss: no kill or power
+                    // loss tore it, so it is damage even as a lane's last
+                    // record.
+                    let covered = self
+                        .mark
+                        .as_ref()
+                        .is_some_and(|m| m.covers(self.lane, seg.seq, off));
                     let newest = self.at + 1 == self.segments.len();
                     let after = if unsynced {
                         Some(self.written_after(false)?.expect("all of it"))
+                    } else if covered {
+                        None
                     } else if !follows && (newest || cut) {
                         self.written_after(true)?
                     } else {
@@ -2891,6 +2965,18 @@ fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
 
 /// The least a disk writes whole, or not at all, at a power loss.
 const SECTOR: usize = 512;
+
+/// Lsns from here up are damage wherever they are read (a record, a
+/// snapshot), so that the next lsn an open computes (one past the
+/// highest) cannot overflow. A log that took 15 million records a second
+/// would reach it in about 9,700 years.
+pub(crate) const MAX_LSN: u64 = 1 << 62;
+
+/// How far past zeros where a record should start the reader looks for
+/// written bytes (see `LaneReader::advance`): a zeroed sector or page in
+/// the middle of a segment shows, and an open reads at most this much of
+/// a segment's unwritten rest.
+const HOLE_SCAN: usize = 1 << 20;
 
 /// Could the bad record at `off` of a segment be one that a power loss cut
 /// while a sync was writing it? Then it crosses a sector boundary, and
@@ -4305,5 +4391,127 @@ mod tests {
         // Every record reads back, byte for byte, from the page cache.
         let mut segments = segments_of(dir.path());
         reads_back_in_order(&*fs, &mut segments, n);
+    }
+
+    /// The bytes of lane 0's segment in `dir`, changed by `edit`; its path.
+    fn edit_lane0(dir: &Path, edit: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+        let seg = segments_of(dir)
+            .into_iter()
+            .find(|s| s.lane == 0)
+            .unwrap()
+            .path;
+        let mut data = std::fs::read(&seg).unwrap();
+        edit(&mut data);
+        std::fs::write(&seg, &data).unwrap();
+        seg
+    }
+
+    fn read_lsns(fs: &dyn Fs, dir: &Path, salvage: bool) -> Result<Vec<u64>> {
+        let mut lsns = Vec::new();
+        read_all(fs, &mut segments_of(dir), salvage, |f| {
+            lsns.push(f.lsn);
+            Ok(())
+        })?;
+        Ok(lsns)
+    }
+
+    fn is_damage_at(e: &crate::Error, seg: &Path, at: usize) -> bool {
+        matches!(e.kind(), ErrorKind::Corrupt { path, offset, .. } if path == seg && *offset == at as u64)
+    }
+
+    /// Zeros where a record should start, with records after them, used to
+    /// end the segment's read silently (and reading went on in the lane's
+    /// next segment): 16 of 100 records read, and no error.
+    #[test]
+    fn zeros_where_a_record_should_start_with_records_after_them_stop_the_read() {
+        let (dir, fs) = lane0_log(100);
+        // Sector 1 (records 17 to 32, of 32 bytes each) zeroed, as by a
+        // disk.
+        let seg = edit_lane0(dir.path(), |d| d[SECTOR..2 * SECTOR].fill(0));
+        let e = read_lsns(&*fs, dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, SECTOR), "{e}");
+        assert!(e.to_string().contains("zeros, then written bytes"), "{e}");
+        // Salvage keeps the records before them.
+        let lsns = read_lsns(&*fs, dir.path(), true).unwrap();
+        assert_eq!(lsns, (1..=16).collect::<Vec<u64>>());
+    }
+
+    /// A record killed while its first bytes (length and CRC) were still
+    /// zeros and later ones were written is a torn tail, as one killed
+    /// with its CRC unwritten is: the lane ends before it, with no error,
+    /// and its bytes are zeroed.
+    #[test]
+    fn a_last_record_killed_before_its_first_bytes_were_written_is_a_torn_tail() {
+        let (dir, fs) = lane0_log(100);
+        let last = 99 * SHORT_RECORD;
+        let seg = edit_lane0(dir.path(), |d| d[last..last + 8].fill(0));
+        let lsns = read_lsns(&*fs, dir.path(), false).unwrap();
+        assert_eq!(lsns, (1..=99).collect::<Vec<u64>>());
+        let data = std::fs::read(&seg).unwrap();
+        assert!(data[last..].iter().all(|&b| b == 0), "the torn bytes stay");
+    }
+
+    /// A record whose lsn is `MAX_LSN` or more (its CRC good) is damage:
+    /// one past it, the next lsn, could overflow.
+    #[test]
+    fn a_record_lsn_out_of_range_is_damage() {
+        let (dir, fs) = lane0_log(3);
+        let at = SHORT_RECORD;
+        let seg = edit_lane0(dir.path(), |d| {
+            encode_hashes(
+                &mut d[at..at + SHORT_RECORD],
+                2,
+                1,
+                u64::MAX,
+                &[ItemHash { lo: 1, hi: 1 }],
+            )
+        });
+        let e = read_lsns(&*fs, dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, at), "{e}");
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    /// An `everysec` log of `n` records of one hash, all synced (so the
+    /// mark says they are durable), closed without a checkpoint.
+    fn synced_everysec_log(n: u64) -> tempfile::TempDir {
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+        stop_helper(&wal);
+        for i in 1..=n {
+            wal.append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+        }
+        wal.sync_all().unwrap();
+        drop(wal);
+        dir
+    }
+
+    /// Below the sync mark's entry no power loss can have torn or holed
+    /// anything: read on another boot, zeros there (in the middle, or at
+    /// the end of what the mark says was written) and a bad last record
+    /// are damage, not an end or a torn tail. The last used to be
+    /// truncated with a warning (99 of 100 records read).
+    #[test]
+    fn below_the_sync_mark_zeros_and_a_bad_last_record_are_damage() {
+        let dir = synced_everysec_log(100);
+        let seg = edit_lane0(dir.path(), |d| d[SECTOR..2 * SECTOR].fill(0));
+        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, SECTOR), "{e}");
+
+        let dir = synced_everysec_log(100);
+        let end = 96 * SHORT_RECORD;
+        let seg = edit_lane0(dir.path(), |d| d[end..end + 4 * SHORT_RECORD].fill(0));
+        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, end), "{e}");
+        assert!(e.to_string().contains("sync mark"), "{e}");
+
+        let dir = synced_everysec_log(100);
+        let last = 99 * SHORT_RECORD;
+        let seg = edit_lane0(dir.path(), |d| d[last + 20] ^= 1);
+        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, last), "{e}");
+        // On the same boot the mark is not used, and a bad last record of
+        // the newest segment is a record a kill tore.
+        let lsns = read_lsns(&RealFs, dir.path(), false).unwrap();
+        assert_eq!(lsns, (1..=99).collect::<Vec<u64>>());
     }
 }
