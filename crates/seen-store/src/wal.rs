@@ -1566,9 +1566,20 @@ impl Wal {
         rings
             .with_ring(|r| {
                 let staged = r.head().load(Ordering::Relaxed) - r.copied().load(Ordering::Acquire);
-                if staged >= ring::FLUSH_AT
-                    || (staged > 0 && self.copy_failed.load(Ordering::Relaxed))
-                {
+                // While a copy has failed (a full disk), nothing is staged:
+                // an add in a ring that the log cannot take would be
+                // acknowledged, safe from a kill but, under `EverySec`,
+                // in no sync for as long as the disk stays full. The
+                // thread's ring goes into the log first, then its adds go
+                // to a lane (the caller's fallback), which fails if the
+                // log cannot take them.
+                if self.copy_failed.load(Ordering::Relaxed) {
+                    if staged > 0 {
+                        self.copy_ring(r)?;
+                    }
+                    return Ok(false);
+                }
+                if staged >= ring::FLUSH_AT {
                     self.copy_ring(r)?;
                 }
                 // SAFETY: the ring is this thread's lease (`with_ring`),
@@ -3668,6 +3679,36 @@ mod tests {
             .collect();
         hashes.sort_unstable();
         assert_eq!(hashes, vec![1, 2], "both rings' adds in the log");
+    }
+
+    /// While a copy has failed, a thread stages nothing, even in an empty
+    /// ring (which used to stage, so that one add per ring was
+    /// acknowledged without the log having taken it): its ring goes into
+    /// the log, and its adds to a lane.
+    #[test]
+    fn while_a_copy_has_failed_nothing_is_staged_even_in_an_empty_ring() {
+        let (_dir, wal) = staging_wal(1 << 20);
+        // The helper's pass over the rings would clear the flag.
+        stop_helper(&wal);
+        let h = |i| [ItemHash { lo: i, hi: i }];
+        assert!(wal.stage(1, &h(1)).unwrap(), "staged normally");
+        assert_eq!(wal.staged(), 1);
+        wal.copy_failed.store(true, Ordering::SeqCst);
+        // A ring holding an add: copied, and the new add not staged.
+        assert!(!wal.stage(1, &h(2)).unwrap());
+        assert_eq!(wal.staged(), 0, "the ring went into the log");
+        // An empty ring, on another thread.
+        let w = wal.clone();
+        let staged = std::thread::spawn(move || w.stage(1, &h(3)).unwrap())
+            .join()
+            .unwrap();
+        assert!(
+            !staged,
+            "an empty ring staged an add while a copy had failed"
+        );
+        assert_eq!(wal.staged(), 0);
+        wal.copy_failed.store(false, Ordering::SeqCst);
+        assert!(wal.stage(1, &h(4)).unwrap(), "staged again once cleared");
     }
 
     #[test]
