@@ -2251,7 +2251,10 @@ impl Store {
         Ok(())
     }
 
-    /// Checkpoints and syncs; the store can be reopened from its directory.
+    /// Checkpoints and syncs; the store can be reopened from its directory
+    /// once every clone of it is dropped. Other clones may go on writing
+    /// meanwhile, with the log's background threads (its syncer under
+    /// `everysec`) running for them: those stop when the last clone goes.
     pub fn close(self) -> Result<()> {
         self.checkpoint()?;
         self.inner.wal.close()

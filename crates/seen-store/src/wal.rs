@@ -2488,9 +2488,11 @@ impl Wal {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Syncs everything and stops the background threads.
+    /// Syncs everything (copies the rings, under `No`). The background
+    /// threads go on: a store's other clones may still write, and under
+    /// `EverySec` rely on the syncer. They stop when the store is dropped
+    /// ([`stop_helpers`](Self::stop_helpers)), or the log is.
     pub(crate) fn close(&self) -> Result<()> {
-        self.stop_helpers();
         if self.policy == FsyncPolicy::No {
             return self.copy_rings();
         }

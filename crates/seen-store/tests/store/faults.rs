@@ -1126,3 +1126,30 @@ fn a_log_cut_before_a_copys_count_point_keeps_later_counts() {
         assert_eq!(s.contains(b"f", &[&item(i)]).unwrap(), Some(vec![true]));
     }
 }
+
+/// `close` on one clone of a store used to stop the log's syncer and page
+/// helper for all of them, and the other clones went on acknowledging adds
+/// under `everysec` that no sync would ever cover. Now the threads run
+/// until the last clone is dropped.
+#[test]
+fn closing_one_clone_leaves_the_others_their_syncer() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::EverySec,
+        ..Default::default()
+    };
+    let s = Store::open(dir.path(), opts).unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    s.clone().close().unwrap();
+    for i in 0..100 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+    }
+    // Syncs begin a second apart: with none since the close, the figure
+    // would be at least 3 s.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let unsynced = s.unsynced_for().unwrap();
+    assert!(
+        unsynced < std::time::Duration::from_secs(2),
+        "no sync for {unsynced:?} after a clone was closed"
+    );
+}
