@@ -327,3 +327,10 @@ fn a_grown_chain_reopens_bit_for_bit_from_a_copy_taken_while_open() {
     assert!(bytes_of(&reopened) == before, "bits or counts differ");
     drop(store);
 }
+
+/// `no` promises the same across a process kill: what it acknowledged is
+/// in the page cache (a ring or a log page), only not synced.
+#[test]
+fn kill_9_loses_nothing_acknowledged_fsync_no() {
+    crash_rounds("no", 3);
+}
