@@ -1541,31 +1541,20 @@ impl Store {
             let outcome = AddOutcome { new, stopped: None };
             return Ok((outcome, Pending(wal.last_lsn())));
         }
-        // Under `always`: encoded and appended while the filter's line is
-        // on its way (see `prepare_one`, `append_ahead`), taken back if
-        // not needed.
+        // Under `always`: encoded while the filter's line is on its way
+        // (see `prepare_one`), appended if the item is absent.
         let mut record = wal.prepare_one(2, id, h);
-        let ahead = wal.append_ahead(&mut record);
         let mut new = Vec::with_capacity(1);
         filter.add_hashes_logged(
             &[h],
             |_| {
-                if ahead.is_none() {
-                    wal.append_prepared(&mut record)?;
-                }
+                wal.append_prepared(&mut record)?;
                 raise(dirty);
                 fence(Ordering::Release);
                 Ok::<(), Error>(())
             },
             &mut new,
         )?;
-        if let (Some(a), [false]) = (ahead, &new[..]) {
-            // The item was present. A record that stays (another came
-            // after it) is a change of the log since the last snapshot.
-            if !wal.take_back(a) {
-                raise(dirty);
-            }
-        }
         fence(Ordering::Acquire);
         let outcome = AddOutcome { new, stopped: None };
         Ok((outcome, Pending(self.inner.wal.last_lsn())))

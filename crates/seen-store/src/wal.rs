@@ -185,9 +185,6 @@ struct Segment {
     first_lsn: u64,
     /// Its place in its lane.
     seq: u64,
-    /// The append position the last sync's mark gave for it: a record
-    /// below it is never taken back (see [`Wal::take_back`]).
-    marked: usize,
     /// Written only under the `state` mutex; shared with the page helper,
     /// which only passes address ranges to `madvise`.
     map: Arc<MmapRaw>,
@@ -823,18 +820,6 @@ fn encode_long(
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// A record of one hash appended ahead of the check that decides whether
-/// it is needed (see [`Wal::append_ahead`]), and where, so that it can be
-/// taken back ([`Wal::take_back`]).
-pub(crate) struct Ahead {
-    lane: usize,
-    /// The segment (its first lsn) and the record's offset in it.
-    segment: u64,
-    offset: usize,
-    /// The record's lsn.
-    lsn: u64,
-}
-
 /// A record of one hash, encoded before its append (see
 /// [`Wal::prepare_one`]).
 pub(crate) struct Prepared {
@@ -1191,10 +1176,8 @@ impl Wal {
                             *ahead = want;
                         }
                         // Every byte below the append position is written
-                        // for good (appends only move forward, but for a
-                        // record taken back at once, whose page is then
-                        // mapped back in), so the pages wholly below it can
-                        // go.
+                        // for good (appends only move forward), so the
+                        // pages wholly below it can go.
                         let done = offset / PAGE_WINDOW * PAGE_WINDOW;
                         if done > *behind {
                             unmap_pages(&map, *behind, done);
@@ -1273,7 +1256,6 @@ impl Wal {
         Ok(Segment {
             first_lsn,
             seq,
-            marked: 0,
             map,
             file,
             offset: 0,
@@ -1325,8 +1307,7 @@ impl Wal {
                     // The thread's lane was held (by a writer that may
                     // have been preempted holding it, for a whole time
                     // slice of the others): this one becomes its own, so
-                    // that its next appends take the short way
-                    // (`append_ahead`) rather than come here each time.
+                    // that its next appends try it first.
                     HOME_LANE.with(|h| h.set(i));
                 }
                 return (i, st);
@@ -1788,9 +1769,6 @@ impl Wal {
     /// made for; returns its lsn. Same bytes as
     /// [`append_hashes`](Self::append_hashes).
     pub(crate) fn append_prepared(&self, rec: &mut Prepared) -> Result<u64> {
-        if let Some(a) = self.append_ahead(rec) {
-            return Ok(a.lsn);
-        }
         let (lane, mut st) = self.lock_any(rec.len);
         let lsn = self.append_in(lane, &mut st, false, rec.len, |buf, lsn| {
             if lsn != rec.lsn {
@@ -1800,99 +1778,6 @@ impl Wal {
         })?;
         drop(st);
         Ok(lsn)
-    }
-
-    /// Appends a [`prepare_one`](Self::prepare_one)d add of one hash to the
-    /// thread's home lane ahead of the check that decides whether it is
-    /// needed, while the filter's cache line is on its way: the lane's
-    /// lock, the lsn and the record's bytes then cost no time after the
-    /// miss, where a locked instruction would wait for it (it waits for
-    /// every earlier load), and the lane is held for a moment only. The
-    /// common case, in the fewest steps: a short record, the home lane
-    /// free, the log not poisoned, an lsn left in the lane's block that
-    /// [`take_lsn`](Self::take_lsn) would give, and room in the lane's
-    /// segment. `None`, with nothing taken or written, when any of these
-    /// fails: [`append_prepared`](Self::append_prepared) then deals with it
-    /// (choosing a lane, taking a block, rolling, the poisoning error).
-    #[inline]
-    pub(crate) fn append_ahead(&self, rec: &mut Prepared) -> Option<Ahead> {
-        if self.active == 1 || rec.len != SHORT_RECORD {
-            return None;
-        }
-        let home = HOME_LANE.with(|h| h.get());
-        if home == usize::MAX {
-            return None; // the thread's first append: lock_any gives it one
-        }
-        let lane = home % self.active;
-        let mut st = match self.lanes[lane].state.try_lock() {
-            Ok(st) => st,
-            Err(_) => return None,
-        };
-        if self.is_poisoned() {
-            return None;
-        }
-        let next = self.block_lsn(&st)?;
-        let cur = st.cur.as_mut()?;
-        let off = cur.offset;
-        if off + SHORT_RECORD > cur.map.len() {
-            return None;
-        }
-        if next != rec.lsn {
-            rec.set_lsn(next);
-        }
-        cur.bytes_mut(off, SHORT_RECORD)
-            .copy_from_slice(&rec.bytes[..SHORT_RECORD]);
-        cur.offset = off + SHORT_RECORD;
-        self.after_append(lane, cur);
-        let segment = cur.first_lsn;
-        st.block.0 = next + 1;
-        LAST_TAKEN.with(|l| l.set((self.id, next)));
-        Some(Ahead {
-            lane,
-            segment,
-            offset: off,
-            lsn: next,
-        })
-    }
-
-    /// Takes back a record [`append_ahead`](Self::append_ahead) appended
-    /// that was not needed (the item was present), if it is still its
-    /// lane's last and lies within one 512-byte sector: the append position
-    /// goes back and its bytes become zeros again. Its lsn stays used (a
-    /// sync may have counted it). Returns whether it was taken back; a
-    /// record that stays is the add of an item that was present, which
-    /// replay finds with its bits set already (it can change the count, as
-    /// concurrent adds can: docs/FORMAT.md 6.3).
-    ///
-    /// The sector: the record may have reached the disk already (a sync, or
-    /// the kernel's writeback), and the next record goes to the same bytes.
-    /// A power loss that kept the old version of one sector and the new one
-    /// of the next would leave a record of mixed halves in the middle of
-    /// the lane, which the reader rightly takes for corruption. Within one
-    /// sector, each version on disk holds this record whole, zeros, or the
-    /// next one whole (a disk writes a sector whole or not at all).
-    pub(crate) fn take_back(&self, a: Ahead) -> bool {
-        if a.offset % SECTOR > SECTOR - SHORT_RECORD {
-            return false;
-        }
-        let Ok(mut st) = self.lanes[a.lane].state.try_lock() else {
-            return false;
-        };
-        match st.cur.as_mut() {
-            // Not below what a sync's mark says is durable: the next record
-            // would go there, and a power loss could then keep a part of
-            // it below the mark, where damage reads as corruption.
-            Some(cur)
-                if cur.first_lsn == a.segment
-                    && cur.offset == a.offset + SHORT_RECORD
-                    && a.offset >= cur.marked =>
-            {
-                cur.bytes_mut(a.offset, SHORT_RECORD).fill(0);
-                cur.offset = a.offset;
-                true
-            }
-            _ => false,
-        }
     }
 
     /// Starts a new segment in every lane whose current one holds any
@@ -2206,10 +2091,7 @@ impl Wal {
             // now, or, for a lane with no segment, every segment it makes
             // from here on is past it.
             mark.lanes.push(match st.cur.as_mut() {
-                Some(c) => {
-                    c.marked = c.offset;
-                    (i, c.seq, c.offset as u64)
-                }
+                Some(c) => (i, c.seq, c.offset as u64),
                 None => (i, st.next_seq, 0),
             });
             if self.drop_synced {
@@ -2262,8 +2144,7 @@ impl Wal {
         // time, in the sync threads alone (BENCHMARKS.md, session 18).
         // Each range is below its lane's append position when the lane's
         // mutex was held, where no writer writes any more (appends only
-        // move forward, and a take-back stays at or above `marked`, which
-        // the same visit set to that position).
+        // move forward).
         for (map, from, to) in unmaps {
             unmap_pages(&map, from, to);
         }
@@ -2335,7 +2216,6 @@ impl Wal {
         Some(Segment {
             first_lsn,
             seq,
-            marked: 0,
             map: spare.map,
             file: spare.file,
             offset: 0,
@@ -3220,89 +3100,6 @@ mod tests {
     }
 
     #[test]
-    fn a_record_appended_ahead_is_taken_back_while_it_is_its_lanes_last() {
-        let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
-        // No helper holding the lane for a moment meanwhile.
-        stop_helper(&wal);
-        HOME_LANE.with(|h| h.set(0));
-        let [a, x, y, z] = [1, 2, 3, 4].map(|i| ItemHash { lo: i, hi: 10 * i });
-        let zeros_after = |records: usize| {
-            let seg = segments_of(dir.path());
-            let bytes = std::fs::read(&seg[0].path).unwrap();
-            bytes[records * SHORT_RECORD..].iter().all(|&b| b == 0)
-        };
-        // The first append gives the lane a block of lsns; the others
-        // take the next ones from it.
-        let first = wal.append_hashes(2, 5, &[a], true).unwrap();
-        let mut rx = wal.prepare_one(2, 5, x);
-        let ax = wal.append_ahead(&mut rx).expect("the home lane takes it");
-        assert_eq!(ax.lsn, first + 1);
-        assert_eq!(hash_records(&*fs, dir.path()).len(), 2);
-        assert!(wal.take_back(ax));
-        // Nothing after the first record, and the lsn stays used.
-        assert!(zeros_after(1));
-        assert_eq!(
-            hash_records(&*fs, dir.path()),
-            vec![(first, true, 5, vec![a])]
-        );
-        let mut ry = wal.prepare_one(2, 6, y);
-        let ay = wal.append_ahead(&mut ry).expect("the home lane takes it");
-        assert_eq!(ay.lsn, first + 2);
-        // Another record after it: it stays.
-        let mut rz = wal.prepare_one(2, 7, z);
-        assert_eq!(wal.append_prepared(&mut rz).unwrap(), first + 3);
-        assert!(!wal.take_back(ay));
-        // Held by another: no append ahead, and no taking back.
-        let held = lock(&wal.lanes[0].state);
-        assert!(wal.append_ahead(&mut rx).is_none());
-        drop(held);
-        let mut rx = wal.prepare_one(2, 5, x);
-        let ax = wal.append_ahead(&mut rx).unwrap();
-        let held = lock(&wal.lanes[0].state);
-        assert!(!wal.take_back(ax));
-        drop(held);
-        assert!(zeros_after(4));
-        assert_eq!(
-            hash_records(&*fs, dir.path()),
-            vec![
-                (first, true, 5, vec![a]),
-                (first + 2, true, 6, vec![y]),
-                (first + 3, true, 7, vec![z]),
-                (first + 4, true, 5, vec![x]),
-            ]
-        );
-        // Not across a sector's end: fill up to 16 bytes before the end of
-        // a sector (a long record of one hash is 48 bytes, 16 past a
-        // multiple of 32; short ones fill the rest), then append one
-        // across it.
-        let offset = || lock(&wal.lanes[0].state).cur.as_ref().unwrap().offset;
-        wal.append_hashes(2, 1 << 31, &[z], true).unwrap();
-        let mut rz = wal.prepare_one(2, 7, z);
-        while offset() % SECTOR != SECTOR - 16 {
-            wal.append_prepared(&mut rz).unwrap();
-        }
-        let across = wal.append_ahead(&mut rz).unwrap();
-        assert!(
-            !wal.take_back(across),
-            "a record across a sector's end stays"
-        );
-        // Nor after a roll (a checkpoint's, say) moved the lane on.
-        let mut ry = wal.prepare_one(2, 6, y);
-        let before = wal.append_ahead(&mut ry).unwrap();
-        wal.start_new_segment().unwrap();
-        assert!(!wal.take_back(before));
-        // (The roll's lsn passed the lane's block: the long way first.)
-        let mut ry = wal.prepare_one(2, 6, y);
-        wal.append_prepared(&mut ry).unwrap();
-        let n = hash_records(&*fs, dir.path()).len();
-        let mut ry = wal.prepare_one(2, 6, y);
-        let after = wal.append_ahead(&mut ry).unwrap();
-        assert!(wal.take_back(after));
-        assert_eq!(hash_records(&*fs, dir.path()).len(), n);
-        HOME_LANE.with(|h| h.set(usize::MAX));
-    }
-
-    #[test]
     fn a_record_for_any_lane_comes_after_an_ordered_one_and_an_order_point() {
         let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let h = [ItemHash { lo: 1, hi: 2 }];
@@ -4130,24 +3927,6 @@ mod tests {
             .encode(got);
             proptest::prop_assert_eq!(&rec.bytes[..rec.len], &want[..]);
         }
-    }
-
-    #[test]
-    fn a_record_a_sync_marked_durable_is_not_taken_back() {
-        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
-        stop_helper(&wal);
-        HOME_LANE.with(|h| h.set(0));
-        let [a, x, y] = [1, 2, 3].map(|i| ItemHash { lo: i, hi: 10 * i });
-        wal.append_hashes(2, 5, &[a], true).unwrap();
-        let mut rx = wal.prepare_one(2, 5, x);
-        let ax = wal.append_ahead(&mut rx).expect("the home lane takes it");
-        // A sync between the append and the check: the mark names the
-        // record durable, and the next record must not go in its place.
-        wal.sync_all().unwrap();
-        assert!(!wal.take_back(ax));
-        let mut ry = wal.prepare_one(2, 5, y);
-        let ay = wal.append_ahead(&mut ry).expect("the home lane takes it");
-        assert!(wal.take_back(ay), "above the mark it is taken back");
     }
 
     #[test]

@@ -39,8 +39,9 @@ fn concurrent_writers_and_checkpoints_with(fsync: FsyncPolicy) {
             },
         ),
         (
-            // Single items: the path of most of a server's adds (the log
-            // record appended before the check, and taken back).
+            // Single items: the path of most of a server's adds (staged
+            // in a ring, or under `always` encoded before the check and
+            // appended after it).
             "blocked-single",
             FilterSpec::Bloom {
                 capacity: 40_000,

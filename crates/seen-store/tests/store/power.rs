@@ -437,8 +437,7 @@ fn run_until_cut(
                 }
                 let filter = [1, 0, 2, 0][(i % 4) as usize];
                 // Mostly single items; every few calls a batch, and now and
-                // then an item added before (present: the record is taken
-                // back if it can be).
+                // then an item added before (present: nothing is logged).
                 let n = if rng.gen_ratio(1, 8) { 20 } else { 1 };
                 let items: Vec<Vec<u8>> = (0..n)
                     .map(|j| {

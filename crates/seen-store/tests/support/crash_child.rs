@@ -3,7 +3,7 @@
 //! the parent kills it. Each item goes to a scalable chain in a batch (of 1
 //! to 7 items), and on its own to a fixed-size Bloom filter (the path of
 //! most of a server's adds), where an earlier item of the thread is added
-//! again too (present: its log record is taken back), and to a chain far
+//! again too (present: it logs nothing), and to a chain far
 //! from its capacity (staged, as the fixed-size filter's adds).
 //!
 //! Usage: seen-store-crash-child DIR always|everysec|no ROUND THREADS
