@@ -1468,8 +1468,12 @@ impl Wal {
     /// adds never are, and its writers need not wait for other filters'.
     pub(crate) fn order_point(&self, staged: bool) -> u64 {
         // Adds staged before this moment are records below it. One a ring
-        // cannot copy now (a full disk) gets a higher lsn later, and is
-        // replayed over the snapshot, which holds it already.
+        // cannot copy now (a full disk) is copied later, mostly with a
+        // higher lsn, replayed over the snapshot; but another copier can
+        // take a lane's block lsn at or below the one read here before the
+        // barrier rises, and replay then skips that record as covered.
+        // Either way the snapshot holds the add: its bits were set under
+        // the filter's shared hold, before the caller's exclusive one.
         if staged {
             if let Err(e) = self.copy_rings() {
                 tracing::warn!("staged adds not yet in the log: {e}");
