@@ -818,8 +818,14 @@ impl Store {
             // counting filter's remove changes a count, below; delete,
             // expiry and dump chunks leave it alone.)
             hot = None;
+            // A delete is applied whatever the snapshot's lsn: ids are never
+            // reused, so a snapshot of a deleted filter is one a checkpoint
+            // wrote after the delete (it had listed the filter before), and
+            // a kill before that checkpoint removed it must not bring the
+            // filter back.
+            let delete = matches!(found.record, Rec::Other(Record::Delete { .. }));
             if let Some((_, st)) = by_id.get(&id) {
-                if lsn <= st.snap_lsn {
+                if lsn <= st.snap_lsn && !delete {
                     return Ok(()); // already in the snapshot
                 }
             }
@@ -2223,19 +2229,26 @@ impl Store {
         // Oldest first per lane; after a failure, none of that lane's
         // newer ones, so that what is left is still a run of the lane's
         // segments with no gap (recovery takes a gap for a lost segment).
-        // What is left is read again at the next open, and retired then.
+        // What is left goes back into the log's list, to be retired by a
+        // later checkpoint, or read again at the next open.
         let mut failed_lanes = Vec::new();
-        for (lane, path) in self.inner.wal.retire_upto(min_lsn) {
-            if failed_lanes.contains(&lane) {
+        let mut kept = Vec::new();
+        for r in self.inner.wal.retire_upto(min_lsn) {
+            if failed_lanes.contains(&r.lane) {
+                kept.push(r);
                 continue;
             }
-            if let Err(e) = self.inner.fs.remove(&path) {
+            if let Err(e) = self.inner.fs.remove(&r.path) {
                 tracing::warn!(
                     "could not remove retired log segment {}: {e}",
-                    path.display()
+                    r.path.display()
                 );
-                failed_lanes.push(lane);
+                failed_lanes.push(r.lane);
+                kept.push(r);
             }
+        }
+        if !kept.is_empty() {
+            self.inner.wal.unretire(kept);
         }
         Ok(())
     }

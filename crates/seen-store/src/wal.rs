@@ -137,6 +137,14 @@ pub(crate) fn segment_name(first_lsn: u64, lane: usize, seq: u64) -> String {
     format!("{first_lsn:020}.{lane:02}.{seq:010}.log")
 }
 
+/// A segment [`Wal::retire_upto`] took out of its lane's list.
+pub(crate) struct Retired {
+    pub(crate) lane: usize,
+    first: u64,
+    pub(crate) path: PathBuf,
+    last: Option<u64>,
+}
+
 /// A segment file found in the log directory.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct SegmentFile {
@@ -2288,11 +2296,12 @@ impl Wal {
         }
     }
 
-    /// Returns the lanes and paths of the segments that hold only records
-    /// with lsn `<= upto` (none of them a lane's current segment), oldest
-    /// first per lane, removing them from the live list (the caller deletes
-    /// the files once snapshots covering them are durable).
-    pub(crate) fn retire_upto(&self, upto: u64) -> Vec<(usize, PathBuf)> {
+    /// Returns the segments that hold only records with lsn `<= upto`
+    /// (none of them a lane's current segment), oldest first per lane,
+    /// removing them from the live list (the caller deletes the files once
+    /// snapshots covering them are durable, and gives back with
+    /// [`unretire`](Self::unretire) those it could not delete).
+    pub(crate) fn retire_upto(&self, upto: u64) -> Vec<Retired> {
         let mut gone = Vec::new();
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut st = lock(&lane.state);
@@ -2311,11 +2320,38 @@ impl Wal {
                     st.segments.push((first, path, last));
                     break;
                 }
-                gone.push((i, path));
+                gone.push(Retired {
+                    lane: i,
+                    first,
+                    path,
+                    last,
+                });
             }
             st.segments.extend(segments);
         }
         gone
+    }
+
+    /// Puts back, at the head of their lanes' lists, retired segments whose
+    /// files are still there (a removal failed, and the lane's later ones
+    /// were kept so that the lane has no gap), in the order
+    /// [`retire_upto`](Self::retire_upto) gave them. Left out of the list,
+    /// they would be skipped by the next checkpoint, which would retire
+    /// the lane's newer segments behind them: a gap in the lane's numbers,
+    /// which stops the next open as a lost segment.
+    pub(crate) fn unretire(&self, back: Vec<Retired>) {
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let mine: Vec<(u64, PathBuf, Option<u64>)> = back
+                .iter()
+                .filter(|r| r.lane == i)
+                .map(|r| (r.first, r.path.clone(), r.last))
+                .collect();
+            if !mine.is_empty() {
+                let mut st = lock(&lane.state);
+                let rest = std::mem::take(&mut st.segments);
+                st.segments = mine.into_iter().chain(rest).collect();
+            }
+        }
     }
 
     /// After a successful checkpoint of every filter that started once the
