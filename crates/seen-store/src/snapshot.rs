@@ -275,6 +275,9 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
     if lsn >= crate::wal::MAX_LSN {
         return Err(corrupt(24, format!("snapshot lsn {lsn} out of range")));
     }
+    if id >= crate::wal::MAX_ID {
+        return Err(corrupt(16, format!("snapshot filter id {id} out of range")));
+    }
     let body_at = (FIXED + name_len + 4) as u64;
     let filter = seen_core::decode(&mut r, opts)
         .map_err(|e| corrupt(body_at, format!("filter data: {e}")))?;
@@ -382,28 +385,33 @@ mod tests {
         path
     }
 
-    /// An lsn of `u64::MAX` in a snapshot whose checksums hold (written by
-    /// something else, or by hand) used to reach the open's next lsn, one
-    /// past the highest: an overflow (a panic with overflow checks, lsn 0
-    /// without). Lsns from `MAX_LSN` up are corruption.
+    /// An lsn or a filter id of `u64::MAX` in a snapshot whose checksums
+    /// hold (written by something else, or by hand) used to reach the
+    /// open's next lsn or id, one past the highest: an overflow (a panic
+    /// with overflow checks; without, lsn 0, or new filters' ids from 0,
+    /// which existing snapshots' names and ids can hold). From `MAX_LSN`
+    /// and `MAX_ID` up they are corruption.
     #[test]
-    fn a_snapshot_lsn_out_of_range_is_corruption() {
+    fn a_snapshot_lsn_or_id_out_of_range_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let bloom = AnyFilter::Bloom(BloomFilter::new(100, 0.01).unwrap());
-        let mut bytes = header(7, u64::MAX, 0, b"n");
-        let n = bytes.len();
-        let crc = crc32fast::hash(&bytes[..n - 4]);
-        bytes[n - 4..].copy_from_slice(&crc.to_le_bytes());
-        bloom.encode(&mut bytes).unwrap();
-        bytes.extend_from_slice(&trailer(0, 0, None));
-        let path = dir.path().join(file_name(7));
-        std::fs::write(&path, bytes).unwrap();
-        let e = read_back(&path).err().expect("read");
-        assert!(
-            matches!(e.kind(), ErrorKind::Corrupt { offset: 24, .. }),
-            "{e}"
-        );
-        assert!(e.to_string().contains("out of range"), "{e}");
+        // The lsn (at 24), then the filter id (at 16), out of range.
+        for (id, lsn, at) in [(7, u64::MAX, 24), (u64::MAX, 42, 16)] {
+            let mut bytes = header(id, lsn, 0, b"n");
+            let n = bytes.len();
+            let crc = crc32fast::hash(&bytes[..n - 4]);
+            bytes[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            bloom.encode(&mut bytes).unwrap();
+            bytes.extend_from_slice(&trailer(0, 0, None));
+            let path = dir.path().join(file_name(7));
+            std::fs::write(&path, bytes).unwrap();
+            let e = read_back(&path).err().expect("read");
+            assert!(
+                matches!(e.kind(), ErrorKind::Corrupt { offset, .. } if *offset == at),
+                "{e}"
+            );
+            assert!(e.to_string().contains("out of range"), "{e}");
+        }
     }
 
     fn read_back(path: &Path) -> Result<Loaded> {

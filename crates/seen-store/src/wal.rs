@@ -2591,6 +2591,8 @@ impl<'s> LaneReader<'s> {
         enum Step {
             End,
             Record(u64),
+            /// A whole record that is wrong all the same.
+            Damaged(String),
             /// What is wrong, whether a valid record follows, the written
             /// bytes from here on (offset, length), and whether a power
             /// loss can have cut it.
@@ -2673,6 +2675,9 @@ impl<'s> LaneReader<'s> {
                             )
                         }
                     }
+                    Parsed::Record(rec, _, _) if rec.id() >= MAX_ID => {
+                        Step::Damaged(format!("filter id {} out of range", rec.id()))
+                    }
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
                     Parsed::Bad(what) => {
                         // Where the segment's written bytes end (one scan,
@@ -2689,6 +2694,7 @@ impl<'s> LaneReader<'s> {
             };
             match step {
                 Step::End => self.close_segment(),
+                Step::Damaged(what) => self.damaged_here(what)?,
                 Step::Record(lsn) if lsn >= MAX_LSN => {
                     self.damaged_here(format!("record lsn {lsn} out of range"))?;
                 }
@@ -2807,7 +2813,8 @@ impl<'s> LaneReader<'s> {
         let mut off = self.off;
         let mut prev = self.prev;
         while let Parsed::Record(record, lsn, used) = parse(&data[off.min(data.len())..]) {
-            if lsn <= prev || lsn >= bound {
+            // Out of order or out of range: `advance` looks at it next.
+            if lsn <= prev || lsn >= bound || lsn >= MAX_LSN || record.id() >= MAX_ID {
                 break;
             }
             on_record(Found {
@@ -2904,6 +2911,10 @@ const SECTOR: usize = 512;
 /// highest) cannot overflow. A log that took 15 million records a second
 /// would reach it in about 9,700 years.
 pub(crate) const MAX_LSN: u64 = 1 << 62;
+
+/// Filter ids from here up are damage wherever they are read, for the
+/// same reason: the open's next id is one past the highest.
+pub(crate) const MAX_ID: u64 = 1 << 62;
 
 /// How far past zeros where a record should start the reader looks for
 /// written bytes (see `LaneReader::advance`): a zeroed sector or page in
@@ -4354,10 +4365,11 @@ mod tests {
         assert!(!valid_record_after(&data, 0, 100), "out of reach");
     }
 
-    /// A record whose lsn is `MAX_LSN` or more (its CRC good) is damage:
-    /// one past it, the next lsn, could overflow.
+    /// A record whose lsn is `MAX_LSN` or more, or whose filter id is
+    /// `MAX_ID` or more (its CRC good) is damage: one past it, the next
+    /// lsn or id, could overflow.
     #[test]
-    fn a_record_lsn_out_of_range_is_damage() {
+    fn a_record_lsn_or_filter_id_out_of_range_is_damage() {
         let (dir, fs) = lane0_log(3);
         let at = SHORT_RECORD;
         let seg = edit_lane0(dir.path(), |d| {
@@ -4372,6 +4384,22 @@ mod tests {
         let e = read_lsns(&*fs, dir.path(), false).unwrap_err();
         assert!(is_damage_at(&e, &seg, at), "{e}");
         assert!(e.to_string().contains("out of range"), "{e}");
+        // And a filter id of `MAX_ID` or more (a long record of 48 bytes,
+        // over the last two short ones).
+        let (dir, fs) = lane0_log(3);
+        let seg = edit_lane0(dir.path(), |d| {
+            let len = hashes_record_len(2, MAX_ID, 1);
+            encode_hashes(
+                &mut d[at..at + len],
+                2,
+                MAX_ID,
+                2,
+                &[ItemHash { lo: 1, hi: 1 }],
+            )
+        });
+        let e = read_lsns(&*fs, dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, at), "{e}");
+        assert!(e.to_string().contains("filter id"), "{e}");
     }
 
     /// An `everysec` log of `n` records of one hash, all synced (so the
