@@ -2253,6 +2253,16 @@ impl Store {
         Ok(())
     }
 
+    /// Makes everything acknowledged so far as durable as a sync can,
+    /// whatever the policy, without a checkpoint: under `everysec` and
+    /// `always` the log is synced, under `no` the staged adds go into the
+    /// log. For a shutdown that does not checkpoint (or whose checkpoint
+    /// failed), so that the last adds do not wait for the kernel's
+    /// writeback.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.wal.close()
+    }
+
     /// Checkpoints and syncs; the store can be reopened from its directory
     /// once every clone of it is dropped. Other clones may go on writing
     /// meanwhile, with the log's background threads (its syncer under

@@ -69,6 +69,28 @@ fn shutdown_command_exits_zero() {
     check(&server, "k", 1000, &info, &card);
 }
 
+/// `SHUTDOWN NOSAVE` exits without a checkpoint (it used to write one
+/// anyway: the final close checkpointed), and the adds are all there after
+/// the restart, replayed from the log it synced.
+#[test]
+fn shutdown_nosave_writes_no_snapshot_and_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let server = Server::start(&dir, &[]);
+    let (info, card) = fill(&server, "k", 1000);
+    let mut c = server.raw();
+    c.send(&["SHUTDOWN", "NOSAVE"]);
+    assert!(c.read_reply_bytes().is_none(), "SHUTDOWN has no reply");
+    assert!(server.wait().success());
+    let snapshots: Vec<_> = std::fs::read_dir(dir.join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(snapshots.is_empty(), "snapshots written: {snapshots:?}");
+    let server = Server::start(&dir, &[]);
+    check(&server, "k", 1000, &info, &card);
+}
+
 /// SIGKILL while clients add with `--fsync always`: every add that was
 /// acknowledged is present after the restart.
 #[test]
