@@ -1892,9 +1892,13 @@ impl Store {
         Ok(out)
     }
 
-    /// Deletes a filter; `false` if there was none.
+    /// Deletes a filter; `false` if there was none, or only one that had
+    /// expired (which goes all the same), as Redis's `DEL` counts keys.
     pub fn delete(&self, name: &[u8]) -> Result<bool> {
         self.ready_to_write()?;
+        if self.live(name)?.is_none() {
+            return Ok(false);
+        }
         self.delete_logged(name, None)
     }
 

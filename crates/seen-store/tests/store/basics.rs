@@ -654,3 +654,25 @@ fn staged_adds_fit_segments_smaller_than_a_batch() {
     let present = s.contains(b"f", &refs(&all)).unwrap().unwrap();
     assert!(present.iter().all(|&p| p));
 }
+
+/// Deleting a filter that has expired answers `false`, as Redis's `DEL`
+/// does not count an expired key (it answered `true`), and the filter goes
+/// all the same, for good.
+#[test]
+fn deleting_an_expired_filter_answers_false_and_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        s.create(b"g", &bloom()).unwrap();
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(100);
+        assert!(s.expire_at(b"f", Some(soon)).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!s.delete(b"f").unwrap(), "an expired filter counted");
+        assert!(s.delete(b"g").unwrap());
+        assert!(!s.delete(b"g").unwrap());
+        assert!(s.names().is_empty());
+    }
+    let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
+    assert!(s.names().is_empty(), "{:?}", s.names());
+}
