@@ -95,15 +95,19 @@ pub(crate) fn syntax_error() -> Reply {
     Reply::error("ERR syntax error")
 }
 
-/// A store error as a reply. Errors that mean "nothing was written" say so.
+/// A store error as a reply. A persistence error says what the client may
+/// assume: nothing of the command is acknowledged, though a command of
+/// several items (or a dump chunk), logged and applied in pieces, may have
+/// kept the pieces before the failure (a full disk part-way through a
+/// BF.MADD of 1,000 items kept 912 of them).
 pub(crate) fn store_error(e: &seen_store::Error) -> Reply {
     match e.kind() {
         ErrorKind::NotFound => Reply::error("ERR not found"),
         ErrorKind::Exists => Reply::error("ERR item exists"),
         ErrorKind::Filter(f) => filter_error(f),
-        ErrorKind::Io { .. } | ErrorKind::Poisoned(_) => {
-            Reply::error(format!("ERR persistence error, command not applied: {e}"))
-        }
+        ErrorKind::Io { .. } | ErrorKind::Poisoned(_) => Reply::error(format!(
+            "ERR persistence error, not acknowledged (a command of several items may be applied in part): {e}"
+        )),
         _ => Reply::error(format!("ERR {e}")),
     }
 }
