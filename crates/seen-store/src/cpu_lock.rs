@@ -19,7 +19,7 @@
 //! memory; CPUs 8 apart share a shard on larger machines.
 
 use std::cell::UnsafeCell;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::CachePadded;
 
@@ -55,6 +55,12 @@ fn current_shard() -> usize {
 /// waits for the first), as with std's and crossbeam's locks.
 pub(crate) struct CpuLock<T> {
     shards: [CachePadded<RwLock<()>>; SHARDS],
+    /// Long shared holds now ([`read_long`](Self::read_long)), under a
+    /// mutex that an exclusive hold keeps while it takes the shards, so
+    /// that none begins in between.
+    long: Mutex<usize>,
+    /// Signalled when the last long shared hold ends.
+    long_done: Condvar,
     value: UnsafeCell<T>,
 }
 
@@ -70,6 +76,32 @@ unsafe impl<T: Send> Send for CpuLock<T> {}
 pub(crate) struct CpuLockReadGuard<'a, T> {
     value: &'a T,
     _shard: RwLockReadGuard<'a, ()>,
+}
+
+/// A long shared hold of a [`CpuLock`] (see
+/// [`read_long`](CpuLock::read_long)).
+pub(crate) struct CpuLockLongGuard<'a, T> {
+    lock: &'a CpuLock<T>,
+    value: &'a T,
+    shard: Option<RwLockReadGuard<'a, ()>>,
+}
+
+impl<T> std::ops::Deref for CpuLockLongGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T> Drop for CpuLockLongGuard<'_, T> {
+    fn drop(&mut self) {
+        self.shard = None;
+        let mut long = self.lock.long.lock().unwrap_or_else(|e| e.into_inner());
+        *long -= 1;
+        if *long == 0 {
+            self.lock.long_done.notify_all();
+        }
+    }
 }
 
 /// An exclusive hold of a [`CpuLock`]: every shard, taken in order.
@@ -102,6 +134,8 @@ impl<T> CpuLock<T> {
     pub(crate) fn new(value: T) -> CpuLock<T> {
         CpuLock {
             shards: std::array::from_fn(|_| CachePadded::new(RwLock::new(()))),
+            long: Mutex::new(0),
+            long_done: Condvar::new(),
             value: UnsafeCell::new(value),
         }
     }
@@ -120,11 +154,42 @@ impl<T> CpuLock<T> {
         }
     }
 
+    /// A shared hold kept for long (a checkpoint copying a filter of a
+    /// GiB to disk, for a second or more). An exclusive hold waits for it
+    /// before it takes any shard, rather than take the shards in order and
+    /// wait, holding those before, at the long holder's: meanwhile every
+    /// shared hold on those shards (and, as std's lock lets no reader past
+    /// a waiting writer, on the long holder's) would wait with it, for the
+    /// rest of the copy. Writers of a 24 MiB filter copied at 50 ms a MiB
+    /// waited up to 1.09 s with one exclusive call 200 ms into the copy,
+    /// against 33 ms without it (an independent review's test).
+    pub(crate) fn read_long(&self) -> CpuLockLongGuard<'_, T> {
+        let mut long = self.long.lock().unwrap_or_else(|e| e.into_inner());
+        let shard = self.shards[current_shard()]
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        *long += 1;
+        drop(long);
+        // SAFETY: as in `read`.
+        CpuLockLongGuard {
+            lock: self,
+            value: unsafe { &*self.value.get() },
+            shard: Some(shard),
+        }
+    }
+
     /// An exclusive hold.
     pub(crate) fn write(&self) -> CpuLockWriteGuard<'_, T> {
+        // No long shared hold now, and none begins until every shard is
+        // taken (see `read_long`).
+        let mut long = self.long.lock().unwrap_or_else(|e| e.into_inner());
+        while *long > 0 {
+            long = self.long_done.wait(long).unwrap_or_else(|e| e.into_inner());
+        }
         // Always in shard order, so two exclusive holders cannot deadlock.
         let shards =
             std::array::from_fn(|i| self.shards[i].write().unwrap_or_else(|e| e.into_inner()));
+        drop(long);
         // SAFETY: every shard's write lock is held: no other guard exists
         // until this one drops.
         CpuLockWriteGuard {
@@ -143,6 +208,42 @@ impl<T> CpuLock<T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// While a long shared hold lasts, a writer waits without holding any
+    /// shard, so that shared holds on every CPU go on; it gets the lock
+    /// once the long hold ends. (Taking the shards in order, it held
+    /// those before the long holder's and queued on that one: every shared
+    /// hold waited with it.)
+    #[test]
+    fn a_writer_waiting_for_a_long_shared_hold_holds_up_no_reader() {
+        let lock = Arc::new(CpuLock::new(0u64));
+        let long = lock.read_long();
+        let writer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *lock.write() += 1)
+        };
+        // Time for the writer to start waiting (the readers pass either
+        // way if it has not).
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..8 {
+            let (lock, tx) = (lock.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for _ in 0..100 {
+                    let _ = *lock.read();
+                }
+                tx.send(()).unwrap();
+            });
+        }
+        for _ in 0..8 {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("a reader held up behind the waiting writer");
+        }
+        assert_eq!(*long, 0, "the writer went before the long hold ended");
+        drop(long);
+        writer.join().unwrap();
+        assert_eq!(*lock.read(), 1);
+    }
 
     #[test]
     fn readers_share_and_a_writer_excludes_them() {

@@ -2141,7 +2141,8 @@ impl Store {
                         let mut grown = false;
                         let written = snapshot::begin(fs, dir, e.id, &header, true, |w| {
                             let links = {
-                                let st = e.state.read();
+                                // Long: the copy goes at the disk's pace.
+                                let st = e.state.read_long();
                                 st.filter.encode(w)?;
                                 links_of(&st.filter)
                             };
