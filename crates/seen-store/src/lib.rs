@@ -22,9 +22,9 @@
 //! lsn order); a torn last record of a lane is truncated with a warning,
 //! corruption elsewhere stops the open with an error naming the file and
 //! offset unless [`StoreOptions::salvage`] is set. Before the store takes
-//! a write, the open syncs everything it replayed, under every policy:
-//! what a killed run left unsynced is what the new run's answers build
-//! on.
+//! a write, the open syncs everything it replayed (under `Always` and
+//! `EverySec`): what a killed run left unsynced is what the new run's
+//! answers build on.
 //!
 //! The log has four lanes under `EverySec` and `No` (one under `Always`),
 //! each with its own mutex: a writer preempted while it appends (many

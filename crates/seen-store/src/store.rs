@@ -686,12 +686,6 @@ impl Store {
                 Err(e) => return Err(e),
             }
         }
-        // A snapshot a killed checkpoint renamed into place, with no sync
-        // of the directory yet, is what this run starts from: its name is
-        // made durable before this run acknowledges anything (see
-        // `Wal::sync_found`, which does the same for the log).
-        fs.sync_dir(&snap_dir)
-            .map_err(|e| io_err("sync directory", &snap_dir, e))?;
         recovery.snapshot_time = snap_start.elapsed();
         // Log.
         let replay_start = Instant::now();
@@ -954,6 +948,15 @@ impl Store {
             recovery.log_bytes,
             recovery.replay_time.as_secs_f64(),
         );
+        // A snapshot a killed checkpoint renamed into place, with no sync
+        // of the directory yet, is what this run starts from: its name is
+        // made durable before this run acknowledges anything, under the
+        // policies that promise durability (see `Wal::sync_found`, which
+        // does the same for the log).
+        if opts.fsync != FsyncPolicy::No {
+            fs.sync_dir(&snap_dir)
+                .map_err(|e| io_err("sync directory", &snap_dir, e))?;
+        }
         let wal = Wal::open(
             fs.clone(),
             wal_dir,
