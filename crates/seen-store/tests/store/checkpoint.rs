@@ -97,19 +97,6 @@ impl Fs for HookFs {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
 fn bloom(capacity: u64) -> FilterSpec {
     FilterSpec::Bloom {
         capacity,
@@ -175,7 +162,7 @@ fn a_delete_during_a_checkpoint_stays_deleted_after_a_kill_before_it_ends() {
             // The removal of a deleted filter's snapshot: a kill here.
             let in_snaps = path.parent().is_some_and(|p| p.ends_with("snapshots"));
             if in_snaps && file_name_str(path).ends_with(".snap") {
-                copy_tree(&dir, &crash_path);
+                crate::crash::copy_dir(&dir, &crash_path, &["", "rings", "snapshots", "wal"]);
                 return Some(std::fs::remove_file(path));
             }
             None

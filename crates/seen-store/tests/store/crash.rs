@@ -143,7 +143,7 @@ fn kill_9_loses_nothing_acknowledged_fsync_everysec() {
 
 /// Copies directory `from` into `to`, file by file (no subdirectories
 /// but those named).
-fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
     for sub in subdirs {
         let (f, t) = (from.join(sub), to.join(sub));
         std::fs::create_dir_all(&t).unwrap();
