@@ -501,9 +501,10 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// past it is exactly what no completed sync covered. `Always` writes
 /// none: everything it acknowledged was synced, and a power loss can only
 /// tear the records of the sync in flight; if that leaves a torn record
-/// with valid ones after it (a page write whose later sector reached the
-/// disk and an earlier one did not: 1 round in 300 of the power-loss
-/// test), the open stops and salvage keeps every acknowledged record. A
+/// or zeros with valid ones after it (a page write whose later sector
+/// reached the disk and an earlier one did not: 5 rounds in 100 of the
+/// power-loss test), the open stops and salvage keeps every acknowledged
+/// record (docs/FORMAT.md 6.4). A
 /// mark written less often than every sync would let an older mark take
 /// synced, acknowledged records for unsynced ones. `No` writes none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
