@@ -2246,13 +2246,20 @@ impl Store {
                 kept.push(r);
                 continue;
             }
-            if let Err(e) = self.inner.fs.remove(&r.path) {
-                tracing::warn!(
-                    "could not remove retired log segment {}: {e}",
-                    r.path.display()
-                );
-                failed_lanes.push(r.lane);
-                kept.push(r);
+            match self.inner.fs.remove(&r.path) {
+                Ok(()) => {}
+                // Gone already (removed by hand, say): as good as removed.
+                // Kept in the list, it and every later one of its lane
+                // would come back at every checkpoint, for good.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(
+                        "could not remove retired log segment {}: {e}",
+                        r.path.display()
+                    );
+                    failed_lanes.push(r.lane);
+                    kept.push(r);
+                }
             }
         }
         if !kept.is_empty() {

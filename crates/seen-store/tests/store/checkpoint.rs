@@ -264,3 +264,58 @@ fn a_retired_segment_that_could_not_be_removed_leaves_no_gap_after_the_next_chec
         }
     }
 }
+
+/// A retired segment that is already gone when the checkpoint removes it
+/// (NotFound) counts as removed: the lane's later retired segments go too,
+/// and nothing is put back into the log's list (kept there, it and they
+/// came back at every checkpoint, and the log grew for good).
+#[test]
+fn a_retired_segment_already_gone_counts_as_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(HookFs::default());
+    let opts = StoreOptions {
+        segment_size: 4096,
+        ..always()
+    };
+    let store = Store::open_with_fs(dir.path(), opts.clone(), fs.clone()).unwrap();
+    store.create(b"f", &bloom(100_000)).unwrap();
+    for i in 0..400 {
+        let item = format!("one-{i}");
+        store.add(b"f", &[item.as_bytes()], None).unwrap();
+    }
+    let segments = |d: &Path| {
+        std::fs::read_dir(d.join("wal"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .ends_with(".log")
+            })
+            .count()
+    };
+    let before = segments(dir.path());
+    let gone = Arc::new(AtomicBool::new(false));
+    {
+        let gone = gone.clone();
+        *fs.on_remove.lock().unwrap() = Some(Box::new(move |path| {
+            if path.parent().is_some_and(|p| p.ends_with("wal"))
+                && !file_name_str(path).starts_with("spare")
+            {
+                std::fs::remove_file(path).unwrap();
+                gone.store(true, Ordering::SeqCst);
+                return Some(Err(io::Error::from(io::ErrorKind::NotFound)));
+            }
+            None
+        }));
+    }
+    store.checkpoint().unwrap();
+    assert!(gone.load(Ordering::SeqCst), "no removal was hooked");
+    let after = segments(dir.path());
+    assert!(after < before / 2, "{after} segments left of {before}");
+    drop(store);
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(s.contains(b"f", &[b"one-399"]).unwrap(), Some(vec![true]));
+}
