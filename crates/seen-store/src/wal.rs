@@ -2658,8 +2658,7 @@ impl<'s> LaneReader<'s> {
                     }
                     // Zeros where a record should start, then written
                     // bytes: no append leaves that (a lane's records are
-                    // written in order, under its mutex; a record taken
-                    // back is the lane's last). It is a record killed
+                    // written in order, under its mutex). It is a record killed
                     // while its first bytes were still unwritten, a power
                     // loss's hole, or damage, which the rules for a bad
                     // record tell apart, rather than an end that drops
@@ -2676,7 +2675,7 @@ impl<'s> LaneReader<'s> {
                                 data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                             Step::Bad(
                                 "zeros, then written bytes".into(),
-                                valid_record_after(data, off + 8, self.prev + 1),
+                                valid_record_after(data, off + 8, (self.prev + 1).max(first)),
                                 Some((off as u64, written_end - off)),
                                 cut_by_power_loss(data, off, written_end),
                             )
@@ -2692,7 +2691,7 @@ impl<'s> LaneReader<'s> {
                         let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                         Step::Bad(
                             what,
-                            valid_record_after(data, off + 8, self.prev + 1),
+                            valid_record_after(data, off + 8, (self.prev + 1).max(first)),
                             (written_end > off).then(|| (off as u64, written_end - off)),
                             cut_by_power_loss(data, off, written_end),
                         )
@@ -2862,7 +2861,7 @@ impl<'s> LaneReader<'s> {
             // store and the map is read-only and dropped here.
             let map =
                 unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", &seg.path, e))?;
-            if stop_at_valid && valid_record_after(&map, 0, self.prev + 1) {
+            if stop_at_valid && valid_record_after(&map, 0, (self.prev + 1).max(seg.first_lsn)) {
                 return Ok(None);
             }
             if let Some(last) = map.iter().rposition(|&b| b != 0) {
@@ -2957,7 +2956,8 @@ fn cut_by_power_loss(data: &[u8], off: usize, written_end: usize) -> bool {
 /// 8-byte boundary from `from` on?
 ///
 /// Only offsets whose lsn field (bytes 8..16 of either form) lies in
-/// `min_lsn..min_lsn + 2^48` are parsed: a record's CRC covers up to its
+/// `min_lsn..min_lsn + 2^48` are parsed (callers give at least the
+/// segment's first lsn, so that the reach holds in a log of any age): a record's CRC covers up to its
 /// length, and in damaged bytes nearly every offset would claim one, so
 /// that checking them all took time that grew with the square of the
 /// segment: for 64 MiB of random bytes about a terabyte of CRC (minutes),
