@@ -154,6 +154,9 @@ impl Server {
             // one).
             let saved = if skip { Ok(()) } else { s.checkpoint() };
             let synced = s.store.sync();
+            if let (Err(_), Err(e)) = (&saved, &synced) {
+                tracing::error!("final log sync failed too: {e}");
+            }
             saved.and(synced)
         })
         .await
