@@ -95,6 +95,7 @@ impl<T> std::ops::Deref for CpuLockLongGuard<'_, T> {
 
 impl<T> Drop for CpuLockLongGuard<'_, T> {
     fn drop(&mut self) {
+        // The shard first, so that a writer woken below finds it free.
         self.shard = None;
         let mut long = self.lock.long.lock().unwrap_or_else(|e| e.into_inner());
         *long -= 1;

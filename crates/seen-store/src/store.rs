@@ -812,11 +812,11 @@ impl Store {
             // counting filter's remove changes a count, below; delete,
             // expiry and dump chunks leave it alone.)
             hot = None;
-            // A delete is applied whatever the snapshot's lsn: ids are never
-            // reused, so a snapshot of a deleted filter is one a checkpoint
-            // wrote after the delete (it had listed the filter before), and
-            // a kill before that checkpoint removed it must not bring the
-            // filter back.
+            // A delete is applied whatever the snapshot's lsn: an id is not
+            // reused while a record of it is in the log, so a snapshot of a
+            // deleted filter is one a checkpoint wrote after the delete (it
+            // had listed the filter before), and a kill before that
+            // checkpoint removed it must not bring the filter back.
             let delete = matches!(found.record, Rec::Other(Record::Delete { .. }));
             if let Some((_, st)) = by_id.get(&id) {
                 if lsn <= st.snap_lsn && !delete {
@@ -2275,7 +2275,7 @@ impl Store {
     /// failed), so that the last adds do not wait for the kernel's
     /// writeback.
     pub fn sync(&self) -> Result<()> {
-        self.inner.wal.close()
+        self.inner.wal.sync_appended()
     }
 
     /// Checkpoints and syncs; the store can be reopened from its directory
@@ -2284,7 +2284,7 @@ impl Store {
     /// `everysec`) running for them: those stop when the last clone goes.
     pub fn close(self) -> Result<()> {
         self.checkpoint()?;
-        self.inner.wal.close()
+        self.sync()
     }
 
     /// Directory of the log.

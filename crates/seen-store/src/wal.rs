@@ -605,10 +605,8 @@ impl SyncMark {
     /// an unsynced part of the log may have been when it was written?
     pub(crate) fn unsynced(&self, lane: usize, seq: Option<u64>, off: usize) -> bool {
         let Some(seq) = seq else { return false };
-        self.lanes
-            .iter()
-            .find(|(l, ..)| *l == lane)
-            .is_some_and(|&(_, s, o)| seq > s || (seq == s && off as u64 >= o))
+        self.entry(lane)
+            .is_some_and(|(s, o)| seq > s || (seq == s && off as u64 >= o))
     }
 }
 
@@ -2415,11 +2413,12 @@ impl Wal {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Syncs everything (copies the rings, under `No`). The background
-    /// threads go on: a store's other clones may still write, and under
-    /// `EverySec` rely on the syncer. They stop when the store is dropped
+    /// Makes everything appended so far as durable as a sync can (under
+    /// `No`, copies the rings into the log). The background threads go on:
+    /// a store's other clones may still write, and under `EverySec` rely
+    /// on the syncer. They stop when the store is dropped
     /// ([`stop_helpers`](Self::stop_helpers)), or the log is.
-    pub(crate) fn close(&self) -> Result<()> {
+    pub(crate) fn sync_appended(&self) -> Result<()> {
         if self.policy == FsyncPolicy::No {
             return self.copy_rings();
         }
@@ -2615,6 +2614,10 @@ impl<'s> LaneReader<'s> {
             let step = {
                 let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
                 let seq = self.segments[self.at].seq;
+                // Where the segment's written bytes end, and those from
+                // `off` on (for zeroing a torn tail), when they are needed.
+                let written_end = || data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                let written = |end: usize| (end > off).then(|| (off as u64, end - off));
                 match parse(&data[off.min(data.len())..]) {
                     // Past the lane's sync mark, zeros with written bytes
                     // after them are a hole a power loss left (what was
@@ -2627,14 +2630,11 @@ impl<'s> LaneReader<'s> {
                             .as_ref()
                             .is_some_and(|m| m.unsynced(self.lane, seq, off)) =>
                     {
-                        match data.iter().rposition(|&b| b != 0).map(|i| i + 1) {
-                            Some(end) if end > off => Step::Bad(
-                                "zeros, then written bytes".into(),
-                                true,
-                                Some((off as u64, end - off)),
-                                false,
-                            ),
-                            _ => Step::End,
+                        match written(written_end()) {
+                            Some(w) => {
+                                Step::Bad("zeros, then written bytes".into(), true, Some(w), false)
+                            }
+                            None => Step::End,
                         }
                     }
                     // Below the offset the mark gives for this very
@@ -2648,11 +2648,10 @@ impl<'s> LaneReader<'s> {
                             .and_then(|m| m.entry(self.lane))
                             .is_some_and(|(s, o)| seq == Some(s) && (off as u64) < o) =>
                     {
-                        let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                         Step::Bad(
                             "zeros below the offset the sync mark says was written".into(),
                             false,
-                            (written_end > off).then(|| (off as u64, written_end - off)),
+                            written(written_end()),
                             false,
                         )
                     }
@@ -2671,29 +2670,26 @@ impl<'s> LaneReader<'s> {
                         if near.iter().all(|&b| b == 0) {
                             Step::End
                         } else {
-                            let written_end =
-                                data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                            let end = written_end();
                             Step::Bad(
                                 "zeros, then written bytes".into(),
                                 valid_record_after(data, off + 8, (self.prev + 1).max(first)),
-                                Some((off as u64, written_end - off)),
-                                cut_by_power_loss(data, off, written_end),
+                                written(end),
+                                cut_by_power_loss(data, off, end),
                             )
                         }
                     }
-                    Parsed::Record(rec, _, _) if rec.id() >= MAX_ID => {
-                        Step::Damaged(format!("filter id {} out of range", rec.id()))
-                    }
+                    Parsed::Record(rec, lsn, _) if !in_range(rec.id(), lsn) => Step::Damaged(
+                        format!("record of filter id {}, lsn {lsn}: out of range", rec.id()),
+                    ),
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
                     Parsed::Bad(what) => {
-                        // Where the segment's written bytes end (one scan,
-                        // for both uses below).
-                        let written_end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                        let end = written_end();
                         Step::Bad(
                             what,
                             valid_record_after(data, off + 8, (self.prev + 1).max(first)),
-                            (written_end > off).then(|| (off as u64, written_end - off)),
-                            cut_by_power_loss(data, off, written_end),
+                            written(end),
+                            cut_by_power_loss(data, off, end),
                         )
                     }
                 }
@@ -2701,9 +2697,6 @@ impl<'s> LaneReader<'s> {
             match step {
                 Step::End => self.close_segment(),
                 Step::Damaged(what) => self.damaged_here(what)?,
-                Step::Record(lsn) if lsn >= MAX_LSN => {
-                    self.damaged_here(format!("record lsn {lsn} out of range"))?;
-                }
                 Step::Record(lsn) if lsn < first => {
                     self.damaged_here(format!(
                         "record lsn {lsn} in a segment that starts at lsn {first}"
@@ -2820,7 +2813,7 @@ impl<'s> LaneReader<'s> {
         let mut prev = self.prev;
         while let Parsed::Record(record, lsn, used) = parse(&data[off.min(data.len())..]) {
             // Out of order or out of range: `advance` looks at it next.
-            if lsn <= prev || lsn >= bound || lsn >= MAX_LSN || record.id() >= MAX_ID {
+            if lsn <= prev || lsn >= bound || !in_range(record.id(), lsn) {
                 break;
             }
             on_record(Found {
@@ -2921,6 +2914,12 @@ pub(crate) const MAX_LSN: u64 = 1 << 62;
 /// Filter ids from here up are damage wherever they are read, for the
 /// same reason: the open's next id is one past the highest.
 pub(crate) const MAX_ID: u64 = 1 << 62;
+
+/// Whether a record's filter id and lsn are below [`MAX_ID`] and
+/// [`MAX_LSN`].
+fn in_range(id: u64, lsn: u64) -> bool {
+    id < MAX_ID && lsn < MAX_LSN
+}
 
 /// How far past zeros where a record should start the reader looks for
 /// written bytes (see `LaneReader::advance`): a zeroed sector or page in
@@ -3874,7 +3873,7 @@ mod tests {
             wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
                 .unwrap();
         }
-        wal.close().unwrap();
+        wal.sync_appended().unwrap();
         (dir, fs)
     }
 
