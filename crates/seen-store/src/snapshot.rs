@@ -373,7 +373,19 @@ mod tests {
 
     /// A snapshot file of `version` holding `filter` and `trailer`.
     fn write(dir: &Path, version: u16, filter: &AnyFilter, trailer: &[u8]) -> PathBuf {
-        let mut bytes = header(7, 42, 0, b"n");
+        write_with(dir, 7, 42, version, filter, trailer)
+    }
+
+    /// [`write`], for filter `id` at `lsn`.
+    fn write_with(
+        dir: &Path,
+        id: u64,
+        lsn: u64,
+        version: u16,
+        filter: &AnyFilter,
+        trailer: &[u8],
+    ) -> PathBuf {
+        let mut bytes = header(id, lsn, 0, b"n");
         bytes[8..10].copy_from_slice(&version.to_le_bytes());
         let n = bytes.len();
         let crc = crc32fast::hash(&bytes[..n - 4]);
@@ -397,14 +409,7 @@ mod tests {
         let bloom = AnyFilter::Bloom(BloomFilter::new(100, 0.01).unwrap());
         // The lsn (at 24), then the filter id (at 16), out of range.
         for (id, lsn, at) in [(7, u64::MAX, 24), (u64::MAX, 42, 16)] {
-            let mut bytes = header(id, lsn, 0, b"n");
-            let n = bytes.len();
-            let crc = crc32fast::hash(&bytes[..n - 4]);
-            bytes[n - 4..].copy_from_slice(&crc.to_le_bytes());
-            bloom.encode(&mut bytes).unwrap();
-            bytes.extend_from_slice(&trailer(0, 0, None));
-            let path = dir.path().join(file_name(7));
-            std::fs::write(&path, bytes).unwrap();
+            let path = write_with(dir.path(), id, lsn, VERSION, &bloom, &trailer(0, 0, None));
             let e = read_back(&path).err().expect("read");
             assert!(
                 matches!(e.kind(), ErrorKind::Corrupt { offset, .. } if *offset == at),

@@ -171,8 +171,6 @@ fn a_delete_during_a_checkpoint_stays_deleted_after_a_kill_before_it_ends() {
     store.checkpoint().unwrap();
     let deleted = deleted.lock().unwrap().clone().expect("a delete ran");
     assert!(crash_path.exists(), "the kill point was reached");
-    let mut names = store.names();
-    names.sort();
     drop(store);
 
     let reopened = Store::open(&crash_path, always()).unwrap();
@@ -192,6 +190,59 @@ fn a_delete_during_a_checkpoint_stays_deleted_after_a_kill_before_it_ends() {
     );
 }
 
+/// A store of 4 KiB segments under `always`, holding filter "f".
+fn store_of_small_segments(dir: &Path, fs: &Arc<HookFs>) -> (Store, StoreOptions) {
+    let opts = StoreOptions {
+        segment_size: 4096,
+        ..always()
+    };
+    let store = Store::open_with_fs(dir, opts.clone(), fs.clone()).unwrap();
+    store.create(b"f", &bloom(100_000)).unwrap();
+    (store, opts)
+}
+
+/// Adds `<tag>-0` to `<tag>-399` to "f": 400 records, about four segments.
+fn add_400(store: &Store, tag: &str) {
+    for i in 0..400 {
+        let item = format!("{tag}-{i}");
+        store.add(b"f", &[item.as_bytes()], None).unwrap();
+    }
+}
+
+/// The log segments in data directory `dir`.
+fn segment_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .ends_with(".log")
+        })
+        .count()
+}
+
+/// Makes the next removal of a log segment (not a spare) return `fail`'s
+/// answer for its path, and sets `hooked`.
+fn hook_next_segment_removal(
+    fs: &HookFs,
+    hooked: &Arc<AtomicBool>,
+    fail: fn(&Path) -> io::Result<()>,
+) {
+    let hooked = hooked.clone();
+    *fs.on_remove.lock().unwrap() = Some(Box::new(move |path| {
+        if path.parent().is_some_and(|p| p.ends_with("wal"))
+            && !file_name_str(path).starts_with("spare")
+        {
+            hooked.store(true, Ordering::SeqCst);
+            return Some(fail(path));
+        }
+        None
+    }));
+}
+
 /// One failed removal of a retired segment kept the lane's later retired
 /// segments on disk but dropped them all from the log's list; the next
 /// checkpoint then removed newer segments, leaving a gap in the lane's
@@ -201,55 +252,22 @@ fn a_delete_during_a_checkpoint_stays_deleted_after_a_kill_before_it_ends() {
 fn a_retired_segment_that_could_not_be_removed_leaves_no_gap_after_the_next_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(HookFs::default());
-    let opts = StoreOptions {
-        segment_size: 4096,
-        ..always()
-    };
-    let store = Store::open_with_fs(dir.path(), opts.clone(), fs.clone()).unwrap();
-    store.create(b"f", &bloom(100_000)).unwrap();
-    let add_some = |tag: &str| {
-        for i in 0..400 {
-            let item = format!("{tag}-{i}");
-            store.add(b"f", &[item.as_bytes()], None).unwrap();
-        }
-    };
-    add_some("one");
+    let (store, opts) = store_of_small_segments(dir.path(), &fs);
+    add_400(&store, "one");
     let failed = Arc::new(AtomicBool::new(false));
-    {
-        let failed = failed.clone();
-        *fs.on_remove.lock().unwrap() = Some(Box::new(move |path| {
-            if path.parent().is_some_and(|p| p.ends_with("wal"))
-                && !file_name_str(path).starts_with("spare")
-            {
-                failed.store(true, Ordering::SeqCst);
-                return Some(Err(io::Error::from_raw_os_error(libc::EIO)));
-            }
-            None
-        }));
-    }
-    let segments = |d: &Path| {
-        std::fs::read_dir(d.join("wal"))
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_str()
-                    .unwrap()
-                    .ends_with(".log")
-            })
-            .count()
-    };
+    hook_next_segment_removal(&fs, &failed, |_| {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    });
     store.checkpoint().unwrap();
     assert!(failed.load(Ordering::SeqCst), "no removal failed");
-    let kept = segments(dir.path());
-    add_some("two");
+    let kept = segment_count(dir.path());
+    add_400(&store, "two");
     store.checkpoint().unwrap();
     // The kept ones went with the next checkpoint's.
     assert!(
-        segments(dir.path()) < kept,
+        segment_count(dir.path()) < kept,
         "{} segments after the second checkpoint, {kept} after the first",
-        segments(dir.path())
+        segment_count(dir.path())
     );
     drop(store);
     let s = Store::open(dir.path(), opts).unwrap();
@@ -273,47 +291,17 @@ fn a_retired_segment_that_could_not_be_removed_leaves_no_gap_after_the_next_chec
 fn a_retired_segment_already_gone_counts_as_removed() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(HookFs::default());
-    let opts = StoreOptions {
-        segment_size: 4096,
-        ..always()
-    };
-    let store = Store::open_with_fs(dir.path(), opts.clone(), fs.clone()).unwrap();
-    store.create(b"f", &bloom(100_000)).unwrap();
-    for i in 0..400 {
-        let item = format!("one-{i}");
-        store.add(b"f", &[item.as_bytes()], None).unwrap();
-    }
-    let segments = |d: &Path| {
-        std::fs::read_dir(d.join("wal"))
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_str()
-                    .unwrap()
-                    .ends_with(".log")
-            })
-            .count()
-    };
-    let before = segments(dir.path());
+    let (store, opts) = store_of_small_segments(dir.path(), &fs);
+    add_400(&store, "one");
+    let before = segment_count(dir.path());
     let gone = Arc::new(AtomicBool::new(false));
-    {
-        let gone = gone.clone();
-        *fs.on_remove.lock().unwrap() = Some(Box::new(move |path| {
-            if path.parent().is_some_and(|p| p.ends_with("wal"))
-                && !file_name_str(path).starts_with("spare")
-            {
-                std::fs::remove_file(path).unwrap();
-                gone.store(true, Ordering::SeqCst);
-                return Some(Err(io::Error::from(io::ErrorKind::NotFound)));
-            }
-            None
-        }));
-    }
+    hook_next_segment_removal(&fs, &gone, |path| {
+        std::fs::remove_file(path).unwrap();
+        Err(io::Error::from(io::ErrorKind::NotFound))
+    });
     store.checkpoint().unwrap();
     assert!(gone.load(Ordering::SeqCst), "no removal was hooked");
-    let after = segments(dir.path());
+    let after = segment_count(dir.path());
     assert!(after < before / 2, "{after} segments left of {before}");
     drop(store);
     let s = Store::open(dir.path(), opts).unwrap();

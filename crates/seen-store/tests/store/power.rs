@@ -510,41 +510,19 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
     for round in 0..rounds() {
         let live = tempfile::tempdir().unwrap();
         let (must, disk) = run_until_cut(live.path(), policy, round, &mut rng);
-        let after = tempfile::tempdir().unwrap();
-        for (path, bytes) in &disk {
-            let rel = path.strip_prefix(live.path()).unwrap();
-            let to = after.path().join(rel);
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::write(&to, bytes).unwrap();
-        }
+        // Under `always` a power loss can tear a record of the sync in
+        // flight with a later sector of it kept: the open stops, and
+        // salvage keeps every acknowledged record (all were synced before
+        // that sync). Under `everysec` the sync mark lets the open go on
+        // by itself.
+        let (_after, store, by_salvage) = reboot(
+            live.path(),
+            &disk,
+            policy == FsyncPolicy::Always,
+            &format!("{policy:?} round {round}"),
+        );
         drop(live);
-        let opened = Store::open_with_fs(after.path(), StoreOptions::default(), Arc::new(Rebooted));
-        let store = match opened {
-            Ok(s) => s,
-            // Under `always` a power loss can tear a record of the sync in
-            // flight with a later sector of it kept: the open stops, and
-            // salvage keeps every acknowledged record (all were synced
-            // before that sync). Under `everysec` the sync mark lets the
-            // open go on by itself.
-            Err(e)
-                if policy == FsyncPolicy::Always
-                    && matches!(e.kind(), ErrorKind::Corrupt { path, .. } if path.starts_with(after.path().join("wal"))) =>
-            {
-                salvaged += 1;
-                let opts = StoreOptions {
-                    salvage: true,
-                    ..Default::default()
-                };
-                Store::open_with_fs(after.path(), opts, Arc::new(Rebooted)).unwrap()
-            }
-            Err(e) => {
-                let kept = after.keep();
-                panic!(
-                    "{policy:?} round {round}: the store does not open after the power cut: {e} (disk kept in {})",
-                    kept.display()
-                )
-            }
-        };
+        salvaged += usize::from(by_salvage);
         for (f, (name, _)) in specs().iter().enumerate() {
             let items: Vec<&[u8]> = must
                 .iter()
@@ -594,29 +572,43 @@ fn power_loss_loses_nothing_synced_fsync_everysec() {
 }
 
 /// The disk image `disk` of `live` copied into a new directory and opened
-/// there on another boot: by itself, or by salvage where the power loss
-/// left the log damaged (as a sync in flight under `always` can).
-fn reboot(live: &Path, disk: &DiskImage) -> (tempfile::TempDir, Store) {
+/// there on another boot: by itself, or, with `salvage`, by salvage where
+/// the power loss left the log damaged (as a sync in flight under
+/// `always` can); whether it took salvage. Any other failure panics
+/// naming `what` and keeps the directory.
+fn reboot(
+    live: &Path,
+    disk: &DiskImage,
+    salvage: bool,
+    what: &str,
+) -> (tempfile::TempDir, Store, bool) {
     let after = tempfile::tempdir().unwrap();
     for (path, bytes) in disk {
         let to = after.path().join(path.strip_prefix(live).unwrap());
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::write(&to, bytes).unwrap();
     }
-    let store = match Store::open_with_fs(after.path(), StoreOptions::default(), Arc::new(Rebooted))
-    {
-        Ok(s) => s,
-        Err(e) if matches!(e.kind(), ErrorKind::Corrupt { path, .. } if path.starts_with(after.path().join("wal"))) =>
+    match Store::open_with_fs(after.path(), StoreOptions::default(), Arc::new(Rebooted)) {
+        Ok(s) => (after, s, false),
+        Err(e)
+            if salvage
+                && matches!(e.kind(), ErrorKind::Corrupt { path, .. } if path.starts_with(after.path().join("wal"))) =>
         {
             let opts = StoreOptions {
                 salvage: true,
                 ..Default::default()
             };
-            Store::open_with_fs(after.path(), opts, Arc::new(Rebooted)).unwrap()
+            let s = Store::open_with_fs(after.path(), opts, Arc::new(Rebooted)).unwrap();
+            (after, s, true)
         }
-        Err(e) => panic!("the store does not open after the power cut: {e}"),
-    };
-    (after, store)
+        Err(e) => {
+            let kept = after.keep();
+            panic!(
+                "{what}: the store does not open after the power cut: {e} (disk kept in {})",
+                kept.display()
+            )
+        }
+    }
 }
 
 /// A run killed (dropped: nothing more is synced) with records in its log
@@ -657,7 +649,8 @@ fn a_reopen_makes_what_a_killed_run_left_durable_before_it_acknowledges_adds() {
         assert_eq!(out.new, vec![false, true], "{first:?}: x was replayed");
         let disk = fs.cut(&mut StdRng::seed_from_u64(1), 0.0);
         drop(s);
-        let (_after, store) = reboot(live.path(), &disk);
+        let (_after, store, _) =
+            reboot(live.path(), &disk, true, &format!("{first:?} then always"));
         let present = store
             .contains(b"f", &[b"x".as_slice(), b"y".as_slice()])
             .unwrap();
