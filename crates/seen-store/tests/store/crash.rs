@@ -24,7 +24,7 @@ fn crash_rounds(policy: &str, seed: u64) {
     let mut acknowledged: Vec<String> = Vec::new();
     // Adds recovered from staging rings (docs/FORMAT.md, section 6.5):
     // the fixed-size filter's adds under `everysec` wait there for their
-    // batch, so most kills leave some.
+    // batch, so most kills while the child adds leave some.
     let mut staged = 0;
     for round in 0..rounds() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_seen-store-crash-child"))
@@ -41,6 +41,7 @@ fn crash_rounds(policy: &str, seed: u64) {
         let stdout = child.stdout.take().unwrap();
         // Only newline-terminated lines count: a line cut by the kill is not
         // a complete acknowledgement.
+        let (adding, first) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
             let mut lines = Vec::new();
@@ -48,12 +49,28 @@ fn crash_rounds(policy: &str, seed: u64) {
             while r.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
                 if buf.last() == Some(&b'\n') {
                     lines.push(String::from_utf8_lossy(&buf[..buf.len() - 1]).into_owned());
+                    if lines.len() == 1 {
+                        let _ = adding.send(());
+                    }
                 }
                 buf.clear();
             }
             lines
         });
-        std::thread::sleep(Duration::from_millis(rng.gen_range(20..250)));
+        // Every other round the kill comes at a random moment after the
+        // start, often in the child's open (its recovery of the last
+        // round's kill); the others at a random moment after the child's
+        // first acknowledgement, while it adds. (Counted from the start
+        // alone, the kills of a test build, whose open replays a long log
+        // more slowly than the longest delay, all came in the open until
+        // the next checkpoint here, and went without a kill mid-add.)
+        if round % 2 == 1 {
+            // A child that fails before it adds anything ends its stdout.
+            let _ = first.recv_timeout(Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..150)));
+        } else {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(20..250)));
+        }
         // SIGKILL: no destructor, no flush, no checkpoint.
         child.kill().expect("kill");
         let status = child.wait().unwrap();
