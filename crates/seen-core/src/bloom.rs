@@ -98,6 +98,13 @@ impl FilterBuilder {
         }
     }
 
+    /// Bytes the filter's memory would take (see
+    /// [`BloomFilter::memory_bytes`]), computed without allocating it.
+    pub(crate) fn memory_bytes(&self) -> Result<u64> {
+        let (size, _) = self.size()?;
+        Ok(crate::raw::memory_bytes_for(self.layout, size))
+    }
+
     /// Builds the filter.
     pub fn build(&self) -> Result<BloomFilter> {
         let (size, hashes) = self.size()?;

@@ -43,6 +43,7 @@
 
 mod bitmap;
 mod bloom;
+mod budget;
 mod counting;
 mod error;
 pub mod format;
@@ -54,6 +55,7 @@ pub mod sizing;
 mod stats;
 
 pub use bloom::{BloomFilter, FilterBuilder, Prefetcher, DEFAULT_MAX_BYTES};
+pub use budget::{Charge, MemoryBudget};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{Error, ErrorKind, Result};
 pub use format::{decode, AnyFilter, CountingWriter, DecodeOptions, FilterKind};

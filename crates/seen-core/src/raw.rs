@@ -135,6 +135,17 @@ pub(crate) struct RawFilter {
     map: Bitmap,
 }
 
+/// Bytes a filter of `size` (blocks, or bits for the classic layout)
+/// takes in memory: whole 64-byte blocks ([`RawFilter::memory_bytes`]),
+/// `u64::MAX` if that overflows.
+pub(crate) fn memory_bytes_for(layout: Layout, size: u64) -> u64 {
+    let blocks = match layout {
+        Layout::Blocked => Some(size),
+        Layout::Classic => Some(size.div_ceil(64).div_ceil(BLOCK_WORDS as u64)),
+    };
+    blocks.and_then(|b| b.checked_mul(64)).unwrap_or(u64::MAX)
+}
+
 impl RawFilter {
     /// A zeroed filter. `size` is blocks (blocked) or bits (classic, a
     /// multiple of 64).

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::bitmap::StripeGuard;
 use crate::bloom::{BloomFilter, FilterBuilder};
+use crate::budget::Charge;
 use crate::error::{ErrorKind, Result};
 use crate::hash::{HashAlgorithm, ItemHash};
 use crate::raw::Layout;
@@ -152,6 +153,9 @@ pub struct ScalableBloomFilter {
     params: ChainParams,
     links: RwLock<Vec<Arc<BloomFilter>>>,
     items: crate::bloom::OwnLine,
+    /// The budget its growth is charged to, if any (see
+    /// [`set_charge`](Self::set_charge)).
+    charge: Option<Charge>,
 }
 
 impl std::fmt::Debug for ScalableBloomFilter {
@@ -201,7 +205,23 @@ impl ScalableBloomFilter {
             params,
             links: RwLock::new(links.into_iter().map(Arc::new).collect()),
             items: crate::bloom::OwnLine(AtomicU64::new(items)),
+            charge: None,
         }
+    }
+
+    /// Sets the most bytes the chain may hold once grown (its own limit:
+    /// see [`ScalableBuilder::max_bytes`]).
+    pub fn set_max_bytes(&mut self, bytes: u64) {
+        self.params.max_bytes = bytes;
+    }
+
+    /// Charges the chain's growth to a shared [`MemoryBudget`](crate::MemoryBudget)
+    /// from now on: each new sub-filter takes its bytes from `charge`, and
+    /// an add that would grow the chain past what the budget has left fails
+    /// with [`ErrorKind::TooLarge`], as past the chain's own limit. The
+    /// charge should already hold the chain's present bytes.
+    pub fn set_charge(&mut self, charge: Charge) {
+        self.charge = Some(charge);
     }
 
     pub(crate) fn params(&self) -> &ChainParams {
@@ -399,30 +419,57 @@ impl ScalableBloomFilter {
                 limit: self.params.max_bytes,
             })?;
         let used: u64 = links.iter().map(|l| l.memory_bytes()).sum();
-        let link = FilterBuilder::new(capacity, last.error_rate() * ERROR_TIGHTENING_RATIO)
+        let builder = FilterBuilder::new(capacity, last.error_rate() * ERROR_TIGHTENING_RATIO)
             .layout(self.params.layout)
             .redis_sizing(true)
             .seed(self.params.seed)
-            .max_bytes(self.params.max_bytes.saturating_sub(used))
-            .build()
-            .map_err(|e| -> crate::Error {
-                match e.into_kind() {
-                    ErrorKind::TooLarge { needed, .. } => ErrorKind::TooLarge {
-                        needed: needed.saturating_add(used),
-                        limit: self.params.max_bytes,
-                    }
-                    .into(),
-                    ErrorKind::Unreachable(_) => ErrorKind::Unreachable(format!(
-                        "the filter cannot grow: its next sub-filter would need error rate {:e}, \
+            .max_bytes(self.params.max_bytes.saturating_sub(used));
+        // Errors in terms of the whole chain: the bytes it would hold, and
+        // the most it may (its own limit, or what the budget leaves it).
+        let whole = |e: crate::Error| -> crate::Error {
+            match e.into_kind() {
+                ErrorKind::TooLarge { needed, .. } => ErrorKind::TooLarge {
+                    needed: needed.saturating_add(used),
+                    limit: self.params.max_bytes,
+                }
+                .into(),
+                ErrorKind::Unreachable(_) => ErrorKind::Unreachable(format!(
+                    "the filter cannot grow: its next sub-filter would need error rate {:e}, \
                          which the {:?} layout cannot reach; create it with a larger capacity or \
                          expansion",
-                        last.error_rate() * ERROR_TIGHTENING_RATIO,
-                        self.params.layout
-                    ))
+                    last.error_rate() * ERROR_TIGHTENING_RATIO,
+                    self.params.layout
+                ))
+                .into(),
+                other => other.into(),
+            }
+        };
+        let bytes = builder.memory_bytes().map_err(whole)?;
+        // The shared budget's part, taken before the sub-filter's memory is
+        // allocated and zeroed (and given back if that fails): chains
+        // growing at once never hold more than the budget, even briefly.
+        if let Some(charge) = &self.charge {
+            charge.grow(bytes).map_err(|e| -> crate::Error {
+                match e.into_kind() {
+                    ErrorKind::TooLarge { needed, limit } => ErrorKind::TooLarge {
+                        needed: needed.saturating_add(used),
+                        limit: limit.saturating_add(used),
+                    }
                     .into(),
                     other => other.into(),
                 }
             })?;
+        }
+        let link = match builder.build() {
+            Ok(link) => link,
+            Err(e) => {
+                if let Some(charge) = &self.charge {
+                    charge.shrink(bytes);
+                }
+                return Err(whole(e));
+            }
+        };
+        debug_assert_eq!(link.memory_bytes(), bytes);
         links.push(Arc::new(link));
         Ok(())
     }
@@ -864,6 +911,60 @@ mod tests {
         ));
         assert!(!f.add("i3").unwrap(), "present items are not an error");
         assert!(f.is_full());
+    }
+
+    /// Chains growing at once on several threads, charged to one budget:
+    /// together they never pass it, each keeps every item it accepted,
+    /// and the budget holds exactly what they hold.
+    #[test]
+    fn chains_sharing_a_budget_stay_under_it_together() {
+        let budget = crate::MemoryBudget::new(256 << 10);
+        let chains: Vec<ScalableBloomFilter> = (0..4)
+            .map(|_| {
+                let mut c = ScalableBloomFilter::builder(500, 0.01).build().unwrap();
+                c.set_charge(budget.charge(c.memory_bytes()).unwrap());
+                c
+            })
+            .collect();
+        let start = std::sync::Barrier::new(chains.len());
+        let accepted: Vec<Vec<String>> = std::thread::scope(|s| {
+            let hs: Vec<_> = chains
+                .iter()
+                .enumerate()
+                .map(|(t, c)| {
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        let mut ok = Vec::new();
+                        for i in 0..1_000_000 {
+                            let item = format!("t{t}-{i}");
+                            match c.add(&item) {
+                                Ok(_) => ok.push(item),
+                                Err(e) => {
+                                    assert!(matches!(e.kind(), ErrorKind::TooLarge { .. }), "{e}");
+                                    return ok;
+                                }
+                            }
+                        }
+                        panic!("chain {t} never reached the budget")
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let held: u64 = chains.iter().map(|c| c.memory_bytes()).sum();
+        assert_eq!(budget.used(), held);
+        assert!(held <= budget.limit(), "{held}");
+        // Growth went on until the budget ran out (the first links took
+        // 2.4 KB of the 256 KiB).
+        let links: usize = chains.iter().map(|c| c.links()).sum();
+        assert!(links >= 4 + 8, "{links} links");
+        assert!(held > budget.limit() / 2, "{held}");
+        for (c, items) in chains.iter().zip(&accepted) {
+            assert!(items.iter().all(|i| c.contains(i)), "no false negatives");
+        }
+        drop(chains);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]
