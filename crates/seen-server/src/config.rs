@@ -28,8 +28,11 @@ pub struct Config {
     /// `client-query-buffer-limit`); a client past it is disconnected.
     pub client_query_buffer_limit: usize,
     /// Most bytes all filters together may use; a `BF.RESERVE`,
-    /// `BF.INSERT`, `BF.ADD` or `BF.LOADCHUNK` that would create a filter
-    /// past it gets an error.
+    /// `BF.INSERT`, `BF.ADD` or `BF.LOADCHUNK` that would create a filter,
+    /// or an add that would grow a scalable one, past it gets an error
+    /// (`ERR the filter needs N bytes, more than the M bytes left under
+    /// maxmemory and max-filter-bytes`). Filters found at start are kept
+    /// even past it.
     pub maxmemory: u64,
     /// Largest single filter in bytes (also the limit a growing scalable
     /// filter stops at).

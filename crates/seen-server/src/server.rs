@@ -70,6 +70,7 @@ impl Server {
         let opts = StoreOptions {
             fsync: config.fsync,
             max_filter_bytes: config.max_filter_bytes,
+            max_memory: config.maxmemory,
             salvage: config.salvage,
             ..StoreOptions::default()
         };

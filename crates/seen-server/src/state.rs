@@ -1,7 +1,7 @@
 //! What all connections share: the store, settings, counters.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use seen_store::Store;
@@ -37,9 +37,6 @@ pub(crate) struct Shared {
     /// `SHUTDOWN NOSAVE`: skip the final checkpoint (the log has
     /// everything; the next start replays it).
     pub(crate) skip_final_checkpoint: AtomicBool,
-    /// Serialises filter creation, so that two creations cannot both fit
-    /// under `maxmemory` and together exceed it.
-    pub(crate) create_lock: Mutex<()>,
     /// Set to true to stop the server (SHUTDOWN, signals).
     pub(crate) shutdown: watch::Sender<bool>,
 }
@@ -67,18 +64,8 @@ impl Shared {
             last_bgsave_ok: AtomicBool::new(true),
             dirty: AtomicU64::new(0),
             skip_final_checkpoint: AtomicBool::new(false),
-            create_lock: Mutex::new(()),
             shutdown: tx,
         })
-    }
-
-    /// Bytes a new filter may use: the per-filter limit, or what is left
-    /// under `maxmemory`, whichever is smaller.
-    pub(crate) fn room_for_new_filter(&self) -> u64 {
-        let used = self.store.memory_bytes();
-        self.config
-            .max_filter_bytes
-            .min(self.config.maxmemory.saturating_sub(used))
     }
 
     /// A synchronous checkpoint (`SAVE`, the timer, shutdown).

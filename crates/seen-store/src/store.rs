@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seen_core::{
-    AnyFilter, BloomFilter, CountingBloomFilter, DecodeOptions, ItemHash, Prefetcher, Removal,
-    ScalableBloomFilter, DEFAULT_MAX_BYTES,
+    AnyFilter, BloomFilter, Charge, CountingBloomFilter, DecodeOptions, ItemHash, MemoryBudget,
+    Prefetcher, Removal, ScalableBloomFilter, DEFAULT_MAX_BYTES,
 };
 
 use crate::cpu_lock::{CpuLock, CpuLockWriteGuard};
@@ -32,6 +32,12 @@ pub struct StoreOptions {
     pub segment_size: u64,
     /// Largest filter (bytes of bits) the store creates or loads.
     pub max_filter_bytes: u64,
+    /// Most bytes of bits all filters together may hold (a server's
+    /// `maxmemory`): a create, a load, or a scalable chain's growth that
+    /// would pass it fails with [`seen_core::ErrorKind::TooLarge`]. The
+    /// filters a reopen finds are kept even past it (the limit may have
+    /// been lowered since), and then only refuse to grow.
+    pub max_memory: u64,
     /// Recover what can be recovered from a corrupt log or snapshot instead
     /// of refusing to open (losing the damaged part, with warnings).
     pub salvage: bool,
@@ -43,6 +49,7 @@ impl Default for StoreOptions {
             fsync: FsyncPolicy::EverySec,
             segment_size: 64 << 20,
             max_filter_bytes: DEFAULT_MAX_BYTES,
+            max_memory: u64::MAX,
             salvage: false,
         }
     }
@@ -111,12 +118,21 @@ struct Entry {
     /// (only `Inner`'s drop empties the entries still held, after which no
     /// call reaches them).
     prefetcher: Option<Prefetcher>,
+    /// The filter's bytes in the store's memory budget (a chain's growth
+    /// adds to it), given back when the filter leaves the store's map:
+    /// a thread that still holds the entry a moment longer keeps no room
+    /// from a new filter.
+    charge: Charge,
 }
 
 impl Entry {
-    fn new(id: u64, name: Vec<u8>, state: EntryState) -> Entry {
-        let prefetcher = match &state.filter {
+    fn new(id: u64, name: Vec<u8>, mut state: EntryState, charge: Charge) -> Entry {
+        let prefetcher = match &mut state.filter {
             AnyFilter::Bloom(b) => b.prefetcher(),
+            AnyFilter::Scalable(s) => {
+                s.set_charge(charge.clone());
+                None
+            }
             _ => None,
         };
         Entry {
@@ -124,6 +140,7 @@ impl Entry {
             name,
             state: CpuLock::new(state),
             prefetcher,
+            charge,
         }
     }
 }
@@ -525,6 +542,8 @@ struct Inner {
     next_id: AtomicU64,
     /// Ids deleted since the last checkpoint: their snapshot files go then.
     deleted: Mutex<Vec<u64>>,
+    /// Bytes all filters hold, under `opts.max_memory`.
+    budget: Arc<MemoryBudget>,
     checkpointing: Mutex<()>,
     /// Held by the writer that recovers a poisoned log (`ready_to_write`).
     recovering: Mutex<()>,
@@ -1004,9 +1023,13 @@ impl Store {
         let mut by_id: Vec<_> = by_id.into_iter().collect();
         by_id.sort_unstable_by_key(|(id, _)| *id);
         let mut filters: HashMap<Vec<u8>, Arc<Entry>> = HashMap::new();
+        // What the filters hold is charged even past the limit: they exist.
+        let budget = MemoryBudget::new(opts.max_memory);
         for (id, (name, state)) in by_id {
-            let entry = Arc::new(Entry::new(id, name.clone(), state));
+            let charge = budget.charge_anyway(any_memory_bytes(&state.filter));
+            let entry = Arc::new(Entry::new(id, name.clone(), state, charge));
             if let Some(older) = filters.insert(name, entry) {
+                older.charge.release();
                 tracing::warn!(
                     "{}: two filters named {:?} (ids {} and {id}): a power loss kept the later but not the earlier one's delete; keeping the later",
                     dir.display(),
@@ -1015,6 +1038,14 @@ impl Store {
                 );
                 deleted.push(older.id);
             }
+        }
+        if budget.used() > budget.limit() {
+            tracing::warn!(
+                "{}: the filters hold {} bytes, more than max_memory ({} bytes): they are kept, and no filter is created or grows until some are deleted",
+                dir.display(),
+                budget.used(),
+                budget.limit()
+            );
         }
         let store = Store {
             inner: Arc::new(Inner {
@@ -1028,6 +1059,7 @@ impl Store {
                 generation: AtomicU64::new(0),
                 next_id: AtomicU64::new(max_id + 1),
                 deleted: Mutex::new(deleted),
+                budget,
                 checkpointing: Mutex::new(()),
                 recovering: Mutex::new(()),
                 _lock: lock_file,
@@ -1132,6 +1164,48 @@ impl Store {
         Ok(())
     }
 
+    /// Before a filter is made under `name`: fails with
+    /// [`ErrorKind::Exists`] if the name is taken, and deletes (logged) the
+    /// filter there if it has expired.
+    fn remove_expired_for(
+        &self,
+        map: &mut HashMap<Vec<u8>, Arc<Entry>>,
+        name: &[u8],
+    ) -> Result<()> {
+        if let Some(e) = map.get(name) {
+            if !e.state.read().expired_now() {
+                return Err(ErrorKind::Exists.into());
+            }
+            self.inner.wal.append(&Record::Delete { id: e.id })?;
+            let e = map.remove(name).expect("present");
+            e.charge.release();
+            lock(&self.inner.deleted).push(e.id);
+        }
+        Ok(())
+    }
+
+    /// A new filter of at most `max_bytes` bytes, made by `make` given the
+    /// room it may take (checked before its memory is allocated and
+    /// zeroed), and its charge to the store's memory budget. A chain's
+    /// growth is limited by `max_bytes` and by what the budget has left
+    /// then, not by the room it had when made.
+    fn charged(
+        &self,
+        max_bytes: u64,
+        make: impl FnOnce(u64) -> Result<AnyFilter>,
+    ) -> Result<(AnyFilter, Charge)> {
+        let mut filter = make(max_bytes.min(self.inner.budget.available()))?;
+        if let AnyFilter::Scalable(s) = &mut filter {
+            s.set_max_bytes(max_bytes);
+        }
+        // A chain's growth may have taken the room meanwhile (creations
+        // are serialised by the map's lock; growth takes its bytes before
+        // it allocates them): then this one is refused, after its memory
+        // was held a moment past the budget, by at most that growth.
+        let charge = self.inner.budget.charge(any_memory_bytes(&filter))?;
+        Ok((filter, charge))
+    }
+
     /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
     /// taken.
     pub fn create(&self, name: &[u8], spec: &FilterSpec) -> Result<()> {
@@ -1146,16 +1220,8 @@ impl Store {
         self.ready_to_write()?;
         let lsn = {
             let mut map = self.filters_mut();
-            if let Some(e) = map.get(name) {
-                if !e.state.read().expired_now() {
-                    return Err(ErrorKind::Exists.into());
-                }
-                let old_id = e.id;
-                self.inner.wal.append(&Record::Delete { id: old_id })?;
-                map.remove(name);
-                lock(&self.inner.deleted).push(old_id);
-            }
-            let filter = build(spec, max_bytes)?;
+            self.remove_expired_for(&mut map, name)?;
+            let (filter, charge) = self.charged(max_bytes, |room| build(spec, room))?;
             let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
             let lsn = self.inner.wal.append(&Record::Create {
                 id,
@@ -1174,6 +1240,7 @@ impl Store {
                         staged: AtomicBool::new(false),
                         snap_lsn: 0,
                     },
+                    charge,
                 )),
             );
             lsn
@@ -1739,16 +1806,15 @@ impl Store {
         self.ready_to_write()?;
         let lsn = {
             let mut map = self.filters_mut();
-            if let Some(e) = map.get(name) {
-                if !e.state.read().expired_now() {
-                    return Err(ErrorKind::Exists.into());
-                }
-                let old_id = e.id;
-                self.inner.wal.append(&Record::Delete { id: old_id })?;
-                map.remove(name);
-                lock(&self.inner.deleted).push(old_id);
-            }
-            let filter = ScalableBloomFilter::from_redis_header(header, max_bytes)?;
+            self.remove_expired_for(&mut map, name)?;
+            let (filter, charge) = self.charged(max_bytes, |room| {
+                Ok(AnyFilter::Scalable(ScalableBloomFilter::from_redis_header(
+                    header, room,
+                )?))
+            })?;
+            let AnyFilter::Scalable(filter) = filter else {
+                unreachable!("made a chain")
+            };
             let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
             let lsn = self.inner.wal.append(&Record::LoadHeader {
                 id,
@@ -1767,6 +1833,7 @@ impl Store {
                         staged: AtomicBool::new(false),
                         snap_lsn: 0,
                     },
+                    charge,
                 )),
             );
             lsn
@@ -1863,11 +1930,13 @@ impl Store {
 
     /// Bytes of filter memory (bits and counters) held by all filters.
     pub fn memory_bytes(&self) -> u64 {
-        let entries: Vec<Arc<Entry>> = self.inner.filters.read().values().cloned().collect();
-        entries
-            .iter()
-            .map(|e| any_memory_bytes(&e.state.read().filter))
-            .sum()
+        self.inner.budget.used()
+    }
+
+    /// Bytes of filter memory left under
+    /// [`max_memory`](StoreOptions::max_memory) (0 when past it).
+    pub fn memory_available(&self) -> u64 {
+        self.inner.budget.available()
     }
 
     /// Removes items from a counting filter.
@@ -1927,6 +1996,7 @@ impl Store {
             }
             let lsn = self.inner.wal.append(&Record::Delete { id: e.id })?;
             let e = map.remove(name).expect("present");
+            e.charge.release();
             lock(&self.inner.deleted).push(e.id);
             lsn
         };

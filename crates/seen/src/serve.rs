@@ -59,8 +59,9 @@ pub(crate) struct ServeArgs {
     /// Most simultaneous clients.
     #[arg(long, default_value_t = 10_000)]
     maxclients: usize,
-    /// Memory all filters together may use (e.g. 8GiB); commands that would
-    /// create a filter past it get an error. Default: 3/4 of the RAM.
+    /// Memory all filters together may use (e.g. 8GiB), scalable filters'
+    /// growth included; commands that would create a filter, or grow one,
+    /// past it get an error. Default: 3/4 of the RAM.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     maxmemory: Option<u64>,
     /// Largest single filter (e.g. 16GiB).

@@ -62,9 +62,9 @@ pub(crate) fn loadchunk(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let result = match kind {
         None if iter == 1 => {
             let shared = ctx.shared;
-            let _one = shared.create_lock.lock().unwrap_or_else(|e| e.into_inner());
-            let room = shared.room_for_new_filter();
-            shared.store.load_redis_header(key, data, room)
+            shared
+                .store
+                .load_redis_header(key, data, shared.config.max_filter_bytes)
         }
         None => return Reply::error("ERR not found"),
         Some(KeyKind::Bloom) => match u64::try_from(iter) {

@@ -96,14 +96,12 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Creates a filter within the memory limits (durably: creation is rare,
-/// so it waits for its own log record).
+/// Creates a filter within the memory limits, `max-filter-bytes` and
+/// `maxmemory` for all filters together, which the store keeps (durably:
+/// creation is rare, so it waits for its own log record).
 pub(crate) fn create(ctx: &mut Ctx<'_>, key: &[u8], spec: &FilterSpec) -> Result<(), Reply> {
-    let shared = ctx.shared;
-    let _one = shared.create_lock.lock().unwrap_or_else(|e| e.into_inner());
-    let room = shared.room_for_new_filter();
-    shared
+    ctx.shared
         .store
-        .create_limited(key, spec, room)
+        .create(key, spec)
         .map_err(|e| store_error(&e))
 }

@@ -676,3 +676,126 @@ fn deleting_an_expired_filter_answers_false_and_removes_it() {
     let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
     assert!(s.names().is_empty(), "{:?}", s.names());
 }
+
+/// A blocked Bloom filter at 1% of about `bytes` bytes (within a block).
+fn bloom_of_bytes(bytes: u64) -> FilterSpec {
+    let size = |capacity| {
+        let (blocks, _) = seen_core::BloomFilter::builder(capacity, 0.01)
+            .layout(Layout::Blocked)
+            .size()
+            .unwrap();
+        blocks * 64
+    };
+    let (mut lo, mut hi) = (1u64, 1 << 40);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if size(mid) < bytes {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    assert!(size(lo).abs_diff(bytes) <= 64, "{} for {bytes}", size(lo));
+    FilterSpec::Bloom {
+        capacity: lo,
+        error_rate: 0.01,
+        layout: Layout::Blocked,
+    }
+}
+
+/// Bytes of a filter's bits (or counters).
+fn filter_bytes(f: &seen_core::AnyFilter) -> u64 {
+    match f {
+        seen_core::AnyFilter::Bloom(b) => b.memory_bytes(),
+        seen_core::AnyFilter::Scalable(s) => s.memory_bytes(),
+        seen_core::AnyFilter::Counting(c) => c.memory_bytes(),
+        _ => unreachable!("no other kinds"),
+    }
+}
+
+/// `max_memory` bounds all filters together: creations, and chains'
+/// growth, are refused past it (each chain keeping every item it took);
+/// a delete gives room back; the log replays a chain's growth whatever the
+/// limit, and a reopen under a lower limit keeps every filter, refusing
+/// only new memory.
+#[test]
+fn max_memory_bounds_creation_and_growth_of_all_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 1 << 20;
+    let with_limit = |max_memory| StoreOptions {
+        max_memory,
+        ..opts(FsyncPolicy::No)
+    };
+    let chain = FilterSpec::Scalable {
+        capacity: 1000,
+        error_rate: 0.01,
+        layout: Layout::Blocked,
+        expansion: 2,
+        nonscaling: false,
+    };
+    let s = Store::open(dir.path(), with_limit(limit)).unwrap();
+    let names = [&b"a"[..], b"b", b"c"];
+    for n in names {
+        s.create(n, &chain).unwrap();
+    }
+    // Round robin, 500 items a call, until every chain is refused.
+    let mut taken: [Vec<String>; 3] = Default::default();
+    let mut refused = [false; 3];
+    let mut round = 0;
+    while refused.contains(&false) {
+        for (c, n) in names.iter().enumerate() {
+            if refused[c] {
+                continue;
+            }
+            let batch = items(&format!("{c}-{round}-"), 500);
+            match s.add(n, &refs(&batch), None) {
+                Ok(out) => {
+                    taken[c].extend_from_slice(&batch[..out.new.len()]);
+                    if let Some(e) = out.stopped {
+                        assert!(
+                            matches!(e.kind(), seen_core::ErrorKind::TooLarge { .. }),
+                            "{e}"
+                        );
+                        refused[c] = true;
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        round += 1;
+        assert!(round < 10_000, "the chains never reached max_memory");
+    }
+    let used = s.memory_bytes();
+    assert!(used <= limit && used > limit / 2, "{used}");
+    assert_eq!(s.memory_available(), limit - used);
+    let held: u64 = names
+        .iter()
+        .map(|n| s.with_filter(n, |f| filter_bytes(f)).unwrap().unwrap())
+        .sum();
+    assert_eq!(held, used);
+    // A filter larger than what is left, by half of what chain `a` holds,
+    // is refused (nothing logged); once `a` is deleted, it is made.
+    let a_bytes = s.with_filter(b"a", |f| filter_bytes(f)).unwrap().unwrap();
+    let big = bloom_of_bytes(limit - used + a_bytes / 2);
+    let e = s.create(b"big", &big).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Filter(_)), "{e}");
+    assert!(s.with_filter(b"big", |_| ()).unwrap().is_none());
+    assert!(s.delete(b"a").unwrap());
+    assert_eq!(s.memory_bytes(), used - a_bytes);
+    s.create(b"big", &big).unwrap();
+    assert!(s.memory_bytes() <= limit);
+    drop(s);
+
+    // Reopened under a quarter of the limit: everything is kept (the
+    // chains replayed with all their growth), nothing new fits.
+    let s = Store::open(dir.path(), with_limit(limit / 4)).unwrap();
+    assert!(s.memory_bytes() > limit / 4);
+    assert_eq!(s.memory_available(), 0);
+    for (c, n) in names.iter().enumerate().skip(1) {
+        let present = s.contains(n, &refs(&taken[c])).unwrap().unwrap();
+        assert!(present.iter().all(|&p| p), "chain {c} lost items");
+        assert!(s.with_filter(n, |f| filter_bytes(f)).unwrap().unwrap() > 10_000);
+    }
+    let e = s.create(b"one-more", &bloom()).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Filter(_)), "{e}");
+}
