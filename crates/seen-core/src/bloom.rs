@@ -99,9 +99,12 @@ impl FilterBuilder {
     }
 
     /// Bytes the filter's memory would take (see
-    /// [`BloomFilter::memory_bytes`]), computed without allocating it.
+    /// [`BloomFilter::memory_bytes`]), computed without allocating it, or
+    /// the error [`build`](Self::build) would return for its size (past
+    /// [`max_bytes`](Self::max_bytes), say).
     pub(crate) fn memory_bytes(&self) -> Result<u64> {
         let (size, _) = self.size()?;
+        crate::raw::checked_bytes(self.layout, size, self.max_bytes)?;
         Ok(crate::raw::memory_bytes_for(self.layout, size))
     }
 

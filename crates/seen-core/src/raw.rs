@@ -146,6 +146,41 @@ pub(crate) fn memory_bytes_for(layout: Layout, size: u64) -> u64 {
     blocks.and_then(|b| b.checked_mul(64)).unwrap_or(u64::MAX)
 }
 
+/// The bytes of a filter of `size` (blocks, or bits for the classic
+/// layout) that its limit is checked against (its words; [`memory_bytes_for`]
+/// rounds them up to whole blocks), once the size is checked, and that
+/// check against `max_bytes`: what [`RawFilter::new`] refuses before it
+/// allocates, it refuses.
+pub(crate) fn checked_bytes(layout: Layout, size: u64, max_bytes: u64) -> Result<u64> {
+    let words = match layout {
+        Layout::Blocked => {
+            if size == 0 {
+                return Err(crate::error::corrupt(
+                    "a blocked filter needs at least one block",
+                ));
+            }
+            size.checked_mul(BLOCK_WORDS as u64)
+        }
+        Layout::Classic => {
+            if size == 0 || size % 64 != 0 {
+                return Err(crate::error::corrupt(format!(
+                    "a classic filter's bit count must be a positive multiple of 64, not {size}"
+                )));
+            }
+            Some(size / 64)
+        }
+    };
+    let bytes = words.and_then(|w| w.checked_mul(8)).unwrap_or(u64::MAX);
+    if bytes > max_bytes {
+        return Err(ErrorKind::TooLarge {
+            needed: bytes,
+            limit: max_bytes,
+        }
+        .into());
+    }
+    Ok(bytes)
+}
+
 impl RawFilter {
     /// A zeroed filter. `size` is blocks (blocked) or bits (classic, a
     /// multiple of 64).
@@ -153,32 +188,7 @@ impl RawFilter {
         if hashes == 0 || hashes > MAX_HASHES {
             return Err(ErrorKind::InvalidHashCount(hashes).into());
         }
-        let words = match layout {
-            Layout::Blocked => {
-                if size == 0 {
-                    return Err(crate::error::corrupt(
-                        "a blocked filter needs at least one block",
-                    ));
-                }
-                size.checked_mul(BLOCK_WORDS as u64)
-            }
-            Layout::Classic => {
-                if size == 0 || size % 64 != 0 {
-                    return Err(crate::error::corrupt(format!(
-                        "a classic filter's bit count must be a positive multiple of 64, not {size}"
-                    )));
-                }
-                Some(size / 64)
-            }
-        };
-        let bytes = words.and_then(|w| w.checked_mul(8)).unwrap_or(u64::MAX);
-        if bytes > max_bytes {
-            return Err(ErrorKind::TooLarge {
-                needed: bytes,
-                limit: max_bytes,
-            }
-            .into());
-        }
+        let bytes = checked_bytes(layout, size, max_bytes)?;
         Ok(RawFilter {
             layout,
             hashes,

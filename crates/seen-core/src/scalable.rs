@@ -444,6 +444,7 @@ impl ScalableBloomFilter {
                 other => other.into(),
             }
         };
+        // Its own limit first: a chain at it takes nothing from the budget.
         let bytes = builder.memory_bytes().map_err(whole)?;
         // The shared budget's part, taken before the sub-filter's memory is
         // allocated and zeroed (and given back if that fails): chains
@@ -965,6 +966,27 @@ mod tests {
         }
         drop(chains);
         assert_eq!(budget.used(), 0);
+    }
+
+    /// A chain refused growth by its own limit says which limit it met,
+    /// and holds of the budget what its sub-filters hold (its own limit is
+    /// checked before the budget is asked).
+    #[test]
+    fn a_chain_at_its_own_limit_takes_nothing_from_the_budget() {
+        let budget = crate::MemoryBudget::new(1 << 30);
+        let mut f = ScalableBloomFilter::builder(1000, 0.01)
+            .max_bytes(4096)
+            .build()
+            .unwrap();
+        f.set_charge(budget.charge(f.memory_bytes()).unwrap());
+        let e = (0..100_000)
+            .find_map(|i| f.add(format!("x{i}")).err())
+            .expect("must hit the limit");
+        assert!(
+            matches!(e.kind(), ErrorKind::TooLarge { limit: 4096, .. }),
+            "{e}"
+        );
+        assert_eq!(budget.used(), f.memory_bytes());
     }
 
     #[test]
