@@ -65,8 +65,14 @@ fn crash_rounds(policy: &str, seed: u64) {
         // more slowly than the longest delay, all came in the open until
         // the next checkpoint here, and went without a kill mid-add.)
         if round % 2 == 1 {
-            // A child that fails before it adds anything ends its stdout.
-            let _ = first.recv_timeout(Duration::from_secs(60));
+            // A child that fails before it adds anything ends its stdout
+            // (and the status check below fails the test).
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                first.recv_timeout(Duration::from_secs(60))
+            {
+                let _ = child.kill();
+                panic!("{policy} round {round}: no acknowledgement within 60 s");
+            }
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..150)));
         } else {
             std::thread::sleep(Duration::from_millis(rng.gen_range(20..250)));
@@ -74,7 +80,13 @@ fn crash_rounds(policy: &str, seed: u64) {
         // SIGKILL: no destructor, no flush, no checkpoint.
         child.kill().expect("kill");
         let status = child.wait().unwrap();
-        assert!(!status.success(), "child was killed");
+        // Killed by us, not ended by a failed check of its own (it aborts).
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{policy} round {round}: the child ended with {status}, not by the SIGKILL"
+        );
         let lines = reader.join().unwrap();
         assert!(lines.iter().all(|l| l.starts_with(&format!("r{round}-"))));
         let before = acknowledged.len();

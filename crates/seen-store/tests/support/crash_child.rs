@@ -29,6 +29,14 @@ fn main() {
         segment_size: 256 << 10,
         ..Default::default()
     };
+    // A failed check or add in any thread ends the process at once (the
+    // parent then sees no SIGKILL, and fails): a panic would end only its
+    // thread, and the kill would hide it. No backtrace: symbolising one
+    // took long enough for the parent's kill to come first.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("seen-store-crash-child: {info}");
+        std::process::abort();
+    }));
     let round: u64 = args[3].parse().expect("round");
     let threads: u64 = args[4].parse().expect("threads");
     let store = Arc::new(Store::open(&args[1], opts).expect("open store"));
@@ -59,6 +67,7 @@ fn main() {
             std::thread::spawn(move || {
                 let stdout = std::io::stdout();
                 let mut i = 0u64;
+                let mut last_checkpoint = std::time::Instant::now();
                 loop {
                     let batch = 1 + (i % 7) as usize;
                     let items: Vec<String> = (0..batch)
@@ -86,17 +95,18 @@ fn main() {
                         }
                         out.flush().expect("flush");
                     }
-                    // A checkpoint each time the first thread's count
-                    // passes a multiple of 2000, with stdout unlocked: the
-                    // other threads go on adding (and staging) meanwhile,
-                    // as a server's connections do. (With every thread
-                    // checkpointing, holding the lock through it, all of
-                    // them stalled there, and most kills found the rings
-                    // just copied out.)
-                    let before = i;
+                    // A checkpoint by the first thread every 50 ms, with
+                    // stdout unlocked: the other threads go on adding (and
+                    // staging) meanwhile, as a server's connections do, and
+                    // kills come in checkpoints under every policy. (With
+                    // every thread checkpointing every ~1,200 of its items,
+                    // holding the lock through it, all of them stalled
+                    // there, and most kills found the rings just copied
+                    // out.)
                     i += batch as u64;
-                    if t == 0 && before / 2000 != i / 2000 {
+                    if t == 0 && last_checkpoint.elapsed().as_millis() >= 50 {
                         let _ = store.checkpoint();
+                        last_checkpoint = std::time::Instant::now();
                     }
                 }
             })
