@@ -104,8 +104,9 @@ impl FilterBuilder {
     /// [`max_bytes`](Self::max_bytes), say).
     pub(crate) fn memory_bytes(&self) -> Result<u64> {
         let (size, _) = self.size()?;
-        crate::raw::checked_bytes(self.layout, size, self.max_bytes)?;
-        Ok(crate::raw::memory_bytes_for(self.layout, size))
+        let bytes = crate::raw::checked_bytes(self.layout, size, self.max_bytes)?;
+        // Whole blocks, as `Bitmap::zeroed` allocates them.
+        Ok(bytes.div_ceil(64).saturating_mul(64))
     }
 
     /// Builds the filter.

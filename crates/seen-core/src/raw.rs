@@ -135,22 +135,11 @@ pub(crate) struct RawFilter {
     map: Bitmap,
 }
 
-/// Bytes a filter of `size` (blocks, or bits for the classic layout)
-/// takes in memory: whole 64-byte blocks ([`RawFilter::memory_bytes`]),
-/// `u64::MAX` if that overflows.
-pub(crate) fn memory_bytes_for(layout: Layout, size: u64) -> u64 {
-    let blocks = match layout {
-        Layout::Blocked => Some(size),
-        Layout::Classic => Some(size.div_ceil(64).div_ceil(BLOCK_WORDS as u64)),
-    };
-    blocks.and_then(|b| b.checked_mul(64)).unwrap_or(u64::MAX)
-}
-
 /// The bytes of a filter of `size` (blocks, or bits for the classic
-/// layout) that its limit is checked against (its words; [`memory_bytes_for`]
-/// rounds them up to whole blocks), once the size is checked, and that
-/// check against `max_bytes`: what [`RawFilter::new`] refuses before it
-/// allocates, it refuses.
+/// layout) that its limit is checked against (its words; its memory is
+/// whole 64-byte blocks, [`RawFilter::memory_bytes`]), once the size is
+/// checked, and that check against `max_bytes`: what [`RawFilter::new`]
+/// refuses before it allocates, it refuses.
 pub(crate) fn checked_bytes(layout: Layout, size: u64, max_bytes: u64) -> Result<u64> {
     let words = match layout {
         Layout::Blocked => {

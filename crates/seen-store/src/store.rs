@@ -1164,46 +1164,58 @@ impl Store {
         Ok(())
     }
 
-    /// Before a filter is made under `name`: fails with
-    /// [`ErrorKind::Exists`] if the name is taken, and deletes (logged) the
-    /// filter there if it has expired.
-    fn remove_expired_for(
-        &self,
-        map: &mut HashMap<Vec<u8>, Arc<Entry>>,
-        name: &[u8],
-    ) -> Result<()> {
-        if let Some(e) = map.get(name) {
-            if !e.state.read().expired_now() {
-                return Err(ErrorKind::Exists.into());
-            }
-            self.inner.wal.append(&Record::Delete { id: e.id })?;
-            let e = map.remove(name).expect("present");
-            e.charge.release();
-            lock(&self.inner.deleted).push(e.id);
-        }
-        Ok(())
-    }
-
-    /// A new filter of at most `max_bytes` bytes, made by `make` given the
-    /// room it may take (checked before its memory is allocated and
-    /// zeroed), and its charge to the store's memory budget. A chain's
+    /// Makes a filter under `name` (a create, or a RedisBloom header's
+    /// load): fails with [`ErrorKind::Exists`] if the name is taken by a
+    /// filter that has not expired (one that has is deleted, logged).
+    /// `make` builds it given the room it may take (checked before its
+    /// memory is allocated and zeroed); it is charged to the store's memory
+    /// budget, logged as `record(id)`, and entered in the map. A chain's
     /// growth is limited by `max_bytes` and by what the budget has left
     /// then, not by the room it had when made.
-    fn charged(
+    fn create_with(
         &self,
+        name: &[u8],
         max_bytes: u64,
         make: impl FnOnce(u64) -> Result<AnyFilter>,
-    ) -> Result<(AnyFilter, Charge)> {
-        let mut filter = make(max_bytes.min(self.inner.budget.available()))?;
-        if let AnyFilter::Scalable(s) = &mut filter {
-            s.set_max_bytes(max_bytes);
-        }
-        // A chain's growth may have taken the room meanwhile (creations
-        // are serialised by the map's lock; growth takes its bytes before
-        // it allocates them): then this one is refused, after its memory
-        // was held a moment past the budget, by at most that growth.
-        let charge = self.inner.budget.charge(any_memory_bytes(&filter))?;
-        Ok((filter, charge))
+        record: impl FnOnce(u64) -> Record,
+    ) -> Result<()> {
+        let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
+        self.ready_to_write()?;
+        let lsn = {
+            let mut map = self.filters_mut();
+            if let Some(e) = map.get(name) {
+                if !e.state.read().expired_now() {
+                    return Err(ErrorKind::Exists.into());
+                }
+                self.inner.wal.append(&Record::Delete { id: e.id })?;
+                let e = map.remove(name).expect("present");
+                e.charge.release();
+                lock(&self.inner.deleted).push(e.id);
+            }
+            let mut filter = make(max_bytes.min(self.inner.budget.available()))?;
+            if let AnyFilter::Scalable(s) = &mut filter {
+                s.set_max_bytes(max_bytes);
+            }
+            // A chain's growth may have taken the room meanwhile (creations
+            // are serialised by the map's lock; growth takes its bytes
+            // before it allocates them): then this one is refused, after
+            // its memory was held a moment past the budget, by at most
+            // that growth.
+            let charge = self.inner.budget.charge(any_memory_bytes(&filter))?;
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let lsn = self.inner.wal.append(&record(id))?;
+            let state = EntryState {
+                filter,
+                expire_at_ms: 0,
+                dirty: AtomicBool::new(true),
+                staged: AtomicBool::new(false),
+                snap_lsn: 0,
+            };
+            let entry = Entry::new(id, name.to_vec(), state, charge);
+            map.insert(name.to_vec(), Arc::new(entry));
+            lsn
+        };
+        self.inner.wal.commit(lsn)
     }
 
     /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
@@ -1216,36 +1228,16 @@ impl Store {
     /// bytes (or of more than the store's own limit), before anything is
     /// allocated or logged.
     pub fn create_limited(&self, name: &[u8], spec: &FilterSpec, max_bytes: u64) -> Result<()> {
-        let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
-        self.ready_to_write()?;
-        let lsn = {
-            let mut map = self.filters_mut();
-            self.remove_expired_for(&mut map, name)?;
-            let (filter, charge) = self.charged(max_bytes, |room| build(spec, room))?;
-            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            let lsn = self.inner.wal.append(&Record::Create {
+        self.create_with(
+            name,
+            max_bytes,
+            |room| build(spec, room),
+            |id| Record::Create {
                 id,
                 spec: *spec,
                 name: name.to_vec(),
-            })?;
-            map.insert(
-                name.to_vec(),
-                Arc::new(Entry::new(
-                    id,
-                    name.to_vec(),
-                    EntryState {
-                        filter,
-                        expire_at_ms: 0,
-                        dirty: AtomicBool::new(true),
-                        staged: AtomicBool::new(false),
-                        snap_lsn: 0,
-                    },
-                    charge,
-                )),
-            );
-            lsn
-        };
-        self.inner.wal.commit(lsn)
+            },
+        )
     }
 
     /// The live (not expired) entry for `name`, deleting it if it expired.
@@ -1802,43 +1794,19 @@ impl Store {
     /// limit) before allocating. Fails with [`ErrorKind::Exists`] if the
     /// name is taken.
     pub fn load_redis_header(&self, name: &[u8], header: &[u8], max_bytes: u64) -> Result<()> {
-        let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
-        self.ready_to_write()?;
-        let lsn = {
-            let mut map = self.filters_mut();
-            self.remove_expired_for(&mut map, name)?;
-            let (filter, charge) = self.charged(max_bytes, |room| {
-                Ok(AnyFilter::Scalable(ScalableBloomFilter::from_redis_header(
-                    header, room,
-                )?))
-            })?;
-            let AnyFilter::Scalable(filter) = filter else {
-                unreachable!("made a chain")
-            };
-            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            let lsn = self.inner.wal.append(&Record::LoadHeader {
+        self.create_with(
+            name,
+            max_bytes,
+            |room| {
+                let chain = ScalableBloomFilter::from_redis_header(header, room)?;
+                Ok(AnyFilter::Scalable(chain))
+            },
+            |id| Record::LoadHeader {
                 id,
                 name: name.to_vec(),
                 header: header.to_vec(),
-            })?;
-            map.insert(
-                name.to_vec(),
-                Arc::new(Entry::new(
-                    id,
-                    name.to_vec(),
-                    EntryState {
-                        filter: AnyFilter::Scalable(filter),
-                        expire_at_ms: 0,
-                        dirty: AtomicBool::new(true),
-                        staged: AtomicBool::new(false),
-                        snap_lsn: 0,
-                    },
-                    charge,
-                )),
-            );
-            lsn
-        };
-        self.inner.wal.commit(lsn)
+            },
+        )
     }
 
     /// `BF.LOADCHUNK name iter data` for a chunk of bits: copies `data` into

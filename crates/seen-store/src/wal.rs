@@ -2618,6 +2618,17 @@ impl<'s> LaneReader<'s> {
                 // `off` on (for zeroing a torn tail), when they are needed.
                 let written_end = || data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                 let written = |end: usize| (end > off).then(|| (off as u64, end - off));
+                // A bad record (or a hole), for the rules that tell a torn
+                // tail from damage (`Step::Bad`, below).
+                let bad = |what: String| {
+                    let end = written_end();
+                    Step::Bad(
+                        what,
+                        valid_record_after(data, off + 8, (self.prev + 1).max(first)),
+                        written(end),
+                        cut_by_power_loss(data, off, end),
+                    )
+                };
                 match parse(&data[off.min(data.len())..]) {
                     // Past the lane's sync mark, zeros with written bytes
                     // after them are a hole a power loss left (what was
@@ -2670,28 +2681,14 @@ impl<'s> LaneReader<'s> {
                         if near.iter().all(|&b| b == 0) {
                             Step::End
                         } else {
-                            let end = written_end();
-                            Step::Bad(
-                                "zeros, then written bytes".into(),
-                                valid_record_after(data, off + 8, (self.prev + 1).max(first)),
-                                written(end),
-                                cut_by_power_loss(data, off, end),
-                            )
+                            bad("zeros, then written bytes".into())
                         }
                     }
                     Parsed::Record(rec, lsn, _) if !in_range(rec.id(), lsn) => Step::Damaged(
                         format!("record of filter id {}, lsn {lsn}: out of range", rec.id()),
                     ),
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
-                    Parsed::Bad(what) => {
-                        let end = written_end();
-                        Step::Bad(
-                            what,
-                            valid_record_after(data, off + 8, (self.prev + 1).max(first)),
-                            written(end),
-                            cut_by_power_loss(data, off, end),
-                        )
-                    }
+                    Parsed::Bad(what) => bad(what),
                 }
             };
             match step {
