@@ -64,17 +64,23 @@
 //! | policy | process killed | power lost |
 //! |---|---|---|
 //! | `Always` | nothing | nothing acknowledged |
-//! | `EverySec` | nothing | about the last second |
+//! | `EverySec` | nothing | about the last second (at most about 1.5 s: see below) |
 //! | `No` | nothing | what the kernel had not written back (Linux: up to ~30 s) |
 //!
 //! Under `EverySec` syncs start a second apart, and a power loss takes
 //! what was acknowledged since the last sync that ended had started: about
 //! a second while the machine has CPU to spare, more when it has none, as
 //! the sync's work (its own, and the kernel's writeback) gets its share
-//! of the CPU like any thread's. On the project's 2-core VM (BENCHMARKS.md,
-//! session 16) one writer left records waiting up to 1.1 s; 50 writers
-//! that kept both cores busy, 1.8-3.2 s. [`Store::take_sync_window`]
-//! reports it.
+//! of the CPU like any thread's. So once that sync began more than 1.5 s
+//! ago, every mutation first waits until a sync that began after it came
+//! has succeeded (leading one if none is running): a power loss then
+//! takes at most the mutations acknowledged in about 1.5 s, and writers
+//! slow to the pace of the syncs when the disk or the CPU cannot keep
+//! up. On the project's 2-core VM one writer left records waiting up to
+//! 1.1 s; 50 writers that kept both cores busy, 2.4-3.5 s before this
+//! bound and 1.6-1.7 s with it, for about 4% of their adds/s
+//! (BENCHMARKS.md, session 21). [`Store::take_sync_window`] reports the
+//! longest wait, [`Store::unsynced_for`] the present one.
 //!
 //! ```
 //! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};

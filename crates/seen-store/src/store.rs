@@ -1141,13 +1141,23 @@ impl Store {
     }
 
     /// Before a mutation: a log whose sync failed is usable again only after
-    /// a checkpoint of every filter has succeeded.
+    /// a checkpoint of every filter has succeeded; and under `everysec`, a
+    /// mutation that comes while the log's sync is late waits for one.
     #[inline]
     fn ready_to_write(&self) -> Result<()> {
-        if !self.inner.wal.is_poisoned() {
+        let wal = &self.inner.wal;
+        if !wal.is_poisoned() && !wal.is_overdue() {
             return Ok(());
         }
-        self.recover_poisoned()
+        if wal.is_poisoned() {
+            self.recover_poisoned()?;
+        }
+        // Under `everysec`, a sync later than the policy allows: this
+        // mutation waits for one (see `Wal::wait_for_overdue_sync`).
+        if wal.is_overdue() {
+            wal.wait_for_overdue_sync()?;
+        }
+        Ok(())
     }
 
     /// [`ready_to_write`](Self::ready_to_write) of a poisoned log.
@@ -1862,23 +1872,30 @@ impl Store {
 
     /// Under [`FsyncPolicy::EverySec`], the longest an acknowledged
     /// mutation has stayed exposed to a power loss since the last call (or
-    /// the open): from the start of one background sync to the end of the
-    /// next: about a second, more when the syncs get little CPU (writers
-    /// keeping every core busy) or the disk is slow. `None` under the
-    /// other policies, or if no background sync has ended since the last
+    /// the open): from the start of one sync of the whole log to the end
+    /// of the next: about a second, more when the syncs get little CPU
+    /// (writers keeping every core busy) or the disk is slow. (How much
+    /// such a loss can take is bounded all the same: see
+    /// [`unsynced_for`](Self::unsynced_for).) `None` under the other
+    /// policies, or if no sync of the whole log has ended since the last
     /// call.
     pub fn take_sync_window(&self) -> Option<std::time::Duration> {
         self.inner.wal.take_sync_window()
     }
 
     /// Under [`FsyncPolicy::EverySec`], how far back a power loss now
-    /// could reach: the time since the last background sync that
+    /// could reach: the time since the last sync of the whole log that
     /// succeeded began (before the first, since the open). It moves when a
     /// sync ends, so it reaches the length of one sync plus the second to
-    /// the next: 1-2 s on an idle machine, 2-3 s with writers keeping
-    /// every core busy; it grows while the disk stalls or syncs fail
-    /// (after a failed sync mutations are refused, see
-    /// [`log_failed`](Self::log_failed)). `None` under `Always`, where
+    /// the next: 1-1.1 s on an idle machine. Past 1.5 s (syncs slowed by
+    /// writers keeping every core busy, or by the disk) every mutation
+    /// first waits until a sync that began after it came has succeeded,
+    /// leading one if none is running: so a power loss takes at most the
+    /// mutations acknowledged in about 1.5 s after the last sync that
+    /// succeeded began, however late the syncs, and writers go at the
+    /// disk's pace when it cannot sync that fast. It grows while the disk
+    /// stalls or syncs fail (after a failed sync mutations are refused,
+    /// see [`log_failed`](Self::log_failed)). `None` under `Always`, where
     /// every acknowledged mutation is synced, and `No`, where the kernel
     /// decides.
     pub fn unsynced_for(&self) -> Option<std::time::Duration> {

@@ -18,7 +18,10 @@
 //! * `EverySec`: a background thread starts a sync every second; a power
 //!   failure loses what was appended since the last sync that ended had
 //!   started (about a second, more on a machine whose CPU is saturated:
-//!   see [`Wal::take_sync_window`]), a process kill nothing. Each
+//!   see [`Wal::take_sync_window`]), a process kill nothing. Once the
+//!   last sync that succeeded began more than [`SYNC_OVERDUE`] ago,
+//!   mutations wait for a sync (see [`Wal::wait_for_overdue_sync`]), so
+//!   that a power loss never takes more than about that much. Each
 //!   sync then drops the log pages it made durable from the page cache
 //!   (see [`Wal::drop_synced`]).
 //! * `No`: the kernel writes back when it likes (Linux: within about 30 s);
@@ -450,9 +453,16 @@ pub(crate) struct Wal {
     /// to be made durable since [`take_sync_window`](Wal::take_sync_window)
     /// last read it, in nanoseconds.
     sync_window: AtomicU64,
-    /// Under `EverySec`: when the last background sync that succeeded
-    /// began, in nanoseconds after `opened` (0 before the first).
+    /// Under `EverySec`: when the last sync of the whole log that
+    /// succeeded began (the syncer's, or one a writer led, see
+    /// [`wait_for_overdue_sync`](Wal::wait_for_overdue_sync)), in
+    /// nanoseconds after `opened` (0 before the first).
     last_sync_began: AtomicU64,
+    /// Under `EverySec`: the last sync that succeeded began more than
+    /// [`SYNC_OVERDUE`] ago, so that a power loss now would take more than
+    /// the policy promises. Every mutation reads it first; set and cleared
+    /// by [`refresh_overdue`](Wal::refresh_overdue).
+    overdue: CachePadded<AtomicBool>,
     /// When the log was opened (the base of `last_sync_began`).
     opened: Instant,
     /// A spare has been renamed into a segment since the last sync: the
@@ -483,6 +493,14 @@ pub(crate) struct Wal {
     #[cfg(test)]
     pub(crate) helper_copies_paused: AtomicBool,
 }
+
+/// Under `EverySec`, how long the last sync that succeeded may have begun
+/// ago before mutations wait for a sync (see
+/// [`Wal::wait_for_overdue_sync`]): syncs start a second apart, and take a
+/// few milliseconds to a few hundred on an idle machine, so that only a
+/// machine whose syncs are slow (a busy disk, or cores too busy to give
+/// the sync its share) reaches it.
+pub(crate) const SYNC_OVERDUE: Duration = Duration::from_millis(1500);
 
 /// The name of the file in the log directory that says how far each lane
 /// was synced (docs/FORMAT.md, section 6.4).
@@ -1027,6 +1045,7 @@ impl Wal {
             syncs: AtomicU64::new(0),
             sync_window: AtomicU64::new(0),
             last_sync_began: AtomicU64::new(0),
+            overdue: CachePadded::new(AtomicBool::new(false)),
             opened: Instant::now(),
             dir_dirty: AtomicBool::new(false),
             mark,
@@ -1044,31 +1063,25 @@ impl Wal {
             std::thread::Builder::new()
                 .name("seen-wal-sync".into())
                 .spawn(move || {
-                    // Each sync starts a second after the last one started
-                    // (at once after one that took longer), not a second
-                    // after it ended; after a failed one, a second after
-                    // it ended.
-                    let mut last_ok = Instant::now();
-                    let mut next = last_ok + Duration::from_secs(1);
+                    // Each sync starts a second after the last one that
+                    // succeeded started (at once after one that took
+                    // longer; a writer may have led one meanwhile, see
+                    // `wait_for_overdue_sync`), not a second after it
+                    // ended; after a failed one, a second after it ended.
+                    let mut next = Instant::now() + Duration::from_secs(1);
                     loop {
                         std::thread::sleep(next.saturating_duration_since(Instant::now()));
                         let Some(wal) = weak.upgrade() else { return };
                         if wal.stop.load(Ordering::Relaxed) {
                             return;
                         }
-                        let start = Instant::now();
-                        next = start + Duration::from_secs(1);
-                        match wal.sync_all() {
-                            Ok(()) => {
-                                // A record appended just after the last
-                                // sync started (or the open) is durable
-                                // only now.
-                                let window = last_ok.elapsed().as_nanos() as u64;
-                                wal.sync_window.fetch_max(window, Ordering::Relaxed);
-                                let began = start.duration_since(wal.opened).as_nanos() as u64;
-                                wal.last_sync_began.store(began, Ordering::Relaxed);
-                                last_ok = start;
-                            }
+                        let due = wal.last_sync_start() + Duration::from_secs(1);
+                        if due > Instant::now() + Duration::from_millis(1) {
+                            next = due;
+                            continue;
+                        }
+                        match wal.timed_sync() {
+                            Ok(()) => next = wal.last_sync_start() + Duration::from_secs(1),
                             Err(e) => {
                                 tracing::error!("background log sync failed: {e}");
                                 next = Instant::now() + Duration::from_secs(1);
@@ -1213,6 +1226,7 @@ impl Wal {
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
                     }
+                    wal.refresh_overdue();
                     for lane in 0..active {
                         wal.prepare_spare(lane);
                     }
@@ -1579,6 +1593,10 @@ impl Wal {
                 }
                 if staged >= ring::FLUSH_AT {
                     self.copy_ring(r)?;
+                    // A clock read per FLUSH_AT adds of this thread, so
+                    // that a late sync is seen soon even if the page
+                    // helper is slow to wake.
+                    self.refresh_overdue();
                 }
                 // SAFETY: the ring is this thread's lease (`with_ring`),
                 // and holds at most FLUSH_AT - 1 adds now (copied above),
@@ -1966,9 +1984,9 @@ impl Wal {
 
     /// Under `EverySec`, the longest an acknowledged record has waited to
     /// be made durable (exposed to a power loss) since the last call: from
-    /// the start of one background sync (or the open) to the end of the
-    /// next. `None` under other policies, or if no background sync has
-    /// ended since the last call.
+    /// the start of one sync of the whole log (the syncer's, or one a
+    /// writer led; or the open) to the end of the next. `None` under other
+    /// policies, or if no such sync has ended since the last call.
     pub(crate) fn take_sync_window(&self) -> Option<Duration> {
         match self.sync_window.swap(0, Ordering::Relaxed) {
             0 => None,
@@ -1976,21 +1994,94 @@ impl Wal {
         }
     }
 
-    /// Under `EverySec`, how long ago the last background sync that
-    /// succeeded began (before the first, the open): a sync covers every
-    /// record appended before it began, so this is the most a power loss
-    /// now could take (see [`take_sync_window`](Self::take_sync_window)
-    /// for the longest it has been). It moves when a sync ends, so it
-    /// reaches the length of one sync plus the gap to the next: about 1-2
-    /// s, more when syncs are slow. Other syncs (a checkpoint's, a
-    /// close's) do not move it, which errs on the long side. `None` under
-    /// the other policies.
+    /// Under `EverySec`, how long ago the last sync of the whole log that
+    /// succeeded began (the syncer's, or one a writer led; before the
+    /// first, the open): a sync covers every record appended before it
+    /// began, so this is the most a power loss now could take (see
+    /// [`take_sync_window`](Self::take_sync_window) for the longest it has
+    /// been). It moves when a sync ends, so it reaches the length of one
+    /// sync plus the gap to the next: about 1-1.1 s, more when syncs are
+    /// slow; past [`SYNC_OVERDUE`] mutations wait for a sync. Other syncs
+    /// (a checkpoint's, a close's) do not move it, which errs on the long
+    /// side. `None` under the other policies.
     pub(crate) fn unsynced_for(&self) -> Option<Duration> {
         if self.policy != FsyncPolicy::EverySec {
             return None;
         }
         let began = Duration::from_nanos(self.last_sync_began.load(Ordering::Relaxed));
         Some(self.opened.elapsed().saturating_sub(began))
+    }
+
+    /// When the last sync of the whole log that succeeded began (the
+    /// open, before the first).
+    fn last_sync_start(&self) -> Instant {
+        self.opened + Duration::from_nanos(self.last_sync_began.load(Ordering::Acquire))
+    }
+
+    /// [`sync_all`](Self::sync_all), timed: once it succeeds, what it
+    /// covers counts from its start ([`unsynced_for`](Self::unsynced_for)),
+    /// and a record appended just after the last one began waited until
+    /// now ([`take_sync_window`](Self::take_sync_window)).
+    fn timed_sync(&self) -> Result<()> {
+        let start = self.opened.elapsed().as_nanos() as u64;
+        self.sync_all()?;
+        let end = self.opened.elapsed().as_nanos() as u64;
+        let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
+        self.sync_window
+            .fetch_max(end.saturating_sub(before), Ordering::Relaxed);
+        self.refresh_overdue();
+        Ok(())
+    }
+
+    /// Whether a sync is overdue (see [`SYNC_OVERDUE`]): a relaxed read of
+    /// one flag, for every mutation.
+    #[inline]
+    pub(crate) fn is_overdue(&self) -> bool {
+        self.overdue.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears the overdue flag by the clock (under `EverySec`):
+    /// the page helper does at each wake (at least every 100 ms), a writer
+    /// at each copy of its ring, and every sync as it ends. Whether it is
+    /// overdue.
+    pub(crate) fn refresh_overdue(&self) -> bool {
+        let late = self.unsynced_for().is_some_and(|d| d > SYNC_OVERDUE);
+        if self.overdue.load(Ordering::Relaxed) != late {
+            self.overdue.store(late, Ordering::Relaxed);
+        }
+        late
+    }
+
+    /// Under `EverySec`, when the last sync that succeeded began more
+    /// than [`SYNC_OVERDUE`] ago: waits until a sync that began after this
+    /// call has succeeded, leading one if none is running (the syncer can
+    /// be late: with 50 writers keeping both cores of the project's VM
+    /// busy, syncs took 0.5-1.8 s, and records waited up to 3.5 s for one,
+    /// BENCHMARKS.md, session 21). So no mutation is acknowledged while a
+    /// power loss would take more than about [`SYNC_OVERDUE`] of
+    /// acknowledged ones; when the disk cannot sync that fast, the writers
+    /// go at its pace. The caller holds no lock. Fails, without waiting,
+    /// if the log is poisoned, or if the sync this call led fails.
+    #[cold]
+    pub(crate) fn wait_for_overdue_sync(&self) -> Result<()> {
+        let arrived = self.opened.elapsed().as_nanos() as u64;
+        loop {
+            if !self.refresh_overdue() || self.last_sync_began.load(Ordering::Acquire) >= arrived {
+                return Ok(());
+            }
+            let s = lock(&self.sync);
+            if let Some(p) = &s.poisoned {
+                return Err(ErrorKind::Poisoned(p.clone()).into());
+            }
+            if s.in_progress {
+                // It may have begun before this call: look again when it
+                // ends.
+                let _ = self.synced_cv.wait_timeout(s, Duration::from_millis(100));
+                continue;
+            }
+            drop(s);
+            self.timed_sync()?;
+        }
     }
 
     /// Syncs everything appended up to at least `lsn` (group commit).
@@ -3658,6 +3749,32 @@ mod tests {
         for policy in [FsyncPolicy::Always, FsyncPolicy::No] {
             let (_dir, _fs, other) = fresh_wal(policy, 1 << 20);
             assert_eq!(other.unsynced_for(), None, "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn a_late_sync_is_flagged_and_a_writer_waiting_for_it_fails_on_a_poisoned_log() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 20);
+        // Syncs succeed a second apart (overdue only on a machine too
+        // busy to run them, where this leads one).
+        std::thread::sleep(Duration::from_millis(2200));
+        wal.wait_for_overdue_sync().unwrap();
+        assert!(!wal.is_overdue(), "{:?}", wal.unsynced_for());
+        // A poisoned log's syncs fail: overdue once the last that
+        // succeeded began SYNC_OVERDUE ago, and a writer waiting for a
+        // sync gets the poisoning at once rather than wait.
+        poison(&wal);
+        eventually_within("overdue", Duration::from_secs(5), || wal.is_overdue());
+        assert!(wal.unsynced_for().unwrap() > SYNC_OVERDUE);
+        let start = Instant::now();
+        let e = wal.wait_for_overdue_sync().unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Poisoned(_)), "{e}");
+        assert!(start.elapsed() < Duration::from_millis(500));
+        // Other policies are never overdue.
+        for policy in [FsyncPolicy::Always, FsyncPolicy::No] {
+            let (_dir, _fs, other) = fresh_wal(policy, 1 << 20);
+            std::thread::sleep(Duration::from_millis(1600));
+            assert!(!other.refresh_overdue(), "{policy:?}");
         }
     }
 
