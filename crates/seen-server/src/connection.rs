@@ -95,7 +95,6 @@ pub(crate) async fn serve(
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut reqs: Vec<Request> = Vec::new();
-    let blocks = shared.store.wait_blocks();
     let timeout = shared.config.timeout;
     tracing::debug!(id, addr = %client.addr, "client connected");
     'conn: loop {
@@ -138,7 +137,11 @@ pub(crate) async fn serve(
                 }
             }
             if !reqs.is_empty() {
-                if blocks {
+                // Off the event loop when the store may block: under
+                // `always` every mutation waits for an fsync, under
+                // `everysec` while a sync is overdue (so that lookups,
+                // INFO and SHUTDOWN go on meanwhile on other workers).
+                if shared.store.may_block() {
                     blocking(|| run_batch(&shared, &mut client, &reqs, &mut output));
                 } else {
                     run_batch(&shared, &mut client, &reqs, &mut output);

@@ -28,8 +28,9 @@
 //!   a process kill loses nothing.
 //!
 //! After its segments' sync, a sync under `EverySec` writes the sync
-//! mark, which tells the reader after a power loss which damage the loss
-//! can explain (see [`SyncMark`]).
+//! mark (under `Always`, one sync a second does), which tells the reader
+//! after a power loss which damage the loss can explain (see
+//! [`SyncMark`]).
 //!
 //! Staging. Under `EverySec` and `No` adds to fixed-size Bloom filters,
 //! and adds to scalable chains with room reserved for them, are first
@@ -463,14 +464,20 @@ pub(crate) struct Wal {
     /// the policy promises. Every mutation reads it first; set and cleared
     /// by [`refresh_overdue`](Wal::refresh_overdue).
     overdue: CachePadded<AtomicBool>,
+    /// A writer waiting for an overdue sync is leading one (see
+    /// [`wait_for_overdue_sync`](Wal::wait_for_overdue_sync)).
+    overdue_leader: AtomicBool,
     /// When the log was opened (the base of `last_sync_began`).
     opened: Instant,
     /// A spare has been renamed into a segment since the last sync: the
     /// next one syncs the directory too.
     dir_dirty: AtomicBool,
-    /// Under `EverySec`: the file each sync writes, after the segments,
-    /// how far every lane is durable in (see [`SyncMark`]).
+    /// Under `EverySec` and `Always`: the file a sync writes, after the
+    /// segments, how far every lane is durable in (see [`SyncMark`]).
     mark: Option<Mutex<Box<dyn FsFile>>>,
+    /// When the mark was last written by a sync, in nanoseconds after
+    /// `opened` (0: at open).
+    mark_written: AtomicU64,
     /// The machine's boot id, for the mark ([`Fs::boot_id`]).
     boot: [u8; 16],
     /// Where threads stage their unordered adds (see [`Wal::stage`]):
@@ -494,6 +501,11 @@ pub(crate) struct Wal {
     pub(crate) helper_copies_paused: AtomicBool,
 }
 
+/// Under `Always`, the longest a sync goes without writing the sync mark
+/// (see [`SyncMark`]): records synced since are taken, after a power loss,
+/// for ones that may have been torn.
+pub(crate) const MARK_EVERY: Duration = Duration::from_secs(1);
+
 /// Under `EverySec`, how long the last sync that succeeded may have begun
 /// ago before mutations wait for a sync (see
 /// [`Wal::wait_for_overdue_sync`]): syncs start a second apart, and take a
@@ -515,16 +527,19 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// at or past its mark can be a power loss's (an unsynced part of the log
 /// reaches the disk in any order, sector by sector): the reader takes it
 /// for the lane's end. Damage below it cannot: corruption, which stops
-/// the open. Under `EverySec` only, where every sync writes it, so that
-/// past it is exactly what no completed sync covered. `Always` writes
-/// none: everything it acknowledged was synced, and a power loss can only
-/// tear the records of the sync in flight; if that leaves a torn record
-/// or zeros with valid ones after it (a page write whose later sector
-/// reached the disk and an earlier one did not: 5 rounds in 100 of the
-/// power-loss test), the open stops and salvage keeps every acknowledged
-/// record (docs/FORMAT.md 6.4). A
-/// mark written less often than every sync would let an older mark take
-/// synced, acknowledged records for unsynced ones. `No` writes none.
+/// the open. Under `EverySec` every sync writes it, so that past it is
+/// exactly what no completed sync covered. Under `Always` a sync writes
+/// it if the last was written [`MARK_EVERY`] ago or more: everything it
+/// acknowledged was synced, and a power loss can only tear the records of
+/// the sync in flight, but when that leaves a torn record or zeros with
+/// valid ones after it (a page write whose later sector reached the disk
+/// and an earlier one did not: 5 rounds in 100 of the power-loss test),
+/// only a mark lets the open after a reboot take it for the log's end
+/// rather than stop for salvage. Past an older mark are also records that
+/// later syncs made durable; damage to them (a disk fault, which a power
+/// loss cannot cause) would be taken for a torn tail too, with a warning:
+/// the price of not writing the mark at every one of thousands of syncs
+/// a second. `No` writes none (docs/FORMAT.md 6.4).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SyncMark {
     /// The boot id of the machine when it was written ([`Fs::boot_id`]):
@@ -991,10 +1006,10 @@ impl Wal {
             Self::sync_found(&*fs, &dir, &lanes)?;
         }
         // The sync mark, written anew at open (see `first_mark`).
-        let mark = if policy == FsyncPolicy::EverySec {
+        let mark = if policy != FsyncPolicy::No {
             Some(Mutex::new(Self::first_mark(&*fs, &dir, &lanes)?))
         } else {
-            // A mark an `everysec` run left would not know this run's
+            // A mark an earlier run left would not know this run's
             // segments, which it would take for unsynced.
             let path = dir.join(SYNC_MARK);
             match fs.remove(&path) {
@@ -1046,9 +1061,11 @@ impl Wal {
             sync_window: AtomicU64::new(0),
             last_sync_began: AtomicU64::new(0),
             overdue: CachePadded::new(AtomicBool::new(false)),
+            overdue_leader: AtomicBool::new(false),
             opened: Instant::now(),
             dir_dirty: AtomicBool::new(false),
             mark,
+            mark_written: AtomicU64::new(0),
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
             copy_failed: AtomicBool::new(false),
@@ -1120,7 +1137,7 @@ impl Wal {
             .map_err(|e| io_err("sync directory", dir, e))
     }
 
-    /// Under `EverySec`, at open, after [`sync_found`](Self::sync_found):
+    /// Under `EverySec` and `Always`, at open, after [`sync_found`](Self::sync_found):
     /// writes the sync mark that says the segments found are durable:
     /// every segment made from now on is past it (see [`SyncMark`]).
     /// Returns the mark's file.
@@ -2024,13 +2041,25 @@ impl Wal {
     /// now ([`take_sync_window`](Self::take_sync_window)).
     fn timed_sync(&self) -> Result<()> {
         let start = self.opened.elapsed().as_nanos() as u64;
-        self.sync_all()?;
-        let end = self.opened.elapsed().as_nanos() as u64;
-        let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
-        self.sync_window
-            .fetch_max(end.saturating_sub(before), Ordering::Relaxed);
+        // As `sync_all`. A ring copy that failed (a full disk) leaves the
+        // adds it could not copy staged, but the sync of the rest counts:
+        // while copies fail no add is staged (see `stage`), so only adds
+        // staged before the disk filled are left out (docs/FORMAT.md 6.5),
+        // and writers are not held up by a sync for each mutation.
+        let copied = self.copy_rings();
+        let synced = self.sync_staged();
+        if synced.is_ok() {
+            let end = self.opened.elapsed().as_nanos() as u64;
+            let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
+            self.sync_window
+                .fetch_max(end.saturating_sub(before), Ordering::Relaxed);
+        }
         self.refresh_overdue();
-        Ok(())
+        // Writers waiting in `wait_for_overdue_sync` look again (the
+        // sync's own wake-up came before `last_sync_began` moved).
+        drop(lock(&self.sync));
+        self.synced_cv.notify_all();
+        synced.and(copied)
     }
 
     /// Whether a sync is overdue (see [`SYNC_OVERDUE`]): a relaxed read of
@@ -2041,9 +2070,9 @@ impl Wal {
     }
 
     /// Sets or clears the overdue flag by the clock (under `EverySec`):
-    /// the page helper does at each wake (at least every 100 ms), a writer
-    /// at each copy of its ring, and every sync as it ends. Whether it is
-    /// overdue.
+    /// the page helper does at each wake (every 100 ms or so, unless it is
+    /// held up making a spare or copying rings), a writer at each copy of
+    /// its ring, and every sync as it ends. Whether it is overdue.
     pub(crate) fn refresh_overdue(&self) -> bool {
         let late = self.unsynced_for().is_some_and(|d| d > SYNC_OVERDUE);
         if self.overdue.load(Ordering::Relaxed) != late {
@@ -2056,12 +2085,13 @@ impl Wal {
     /// than [`SYNC_OVERDUE`] ago: waits until a sync that began after this
     /// call has succeeded, leading one if none is running (the syncer can
     /// be late: with 50 writers keeping both cores of the project's VM
-    /// busy, syncs took 0.5-1.8 s, and records waited up to 3.5 s for one,
-    /// BENCHMARKS.md, session 21). So no mutation is acknowledged while a
-    /// power loss would take more than about [`SYNC_OVERDUE`] of
-    /// acknowledged ones; when the disk cannot sync that fast, the writers
-    /// go at its pace. The caller holds no lock. Fails, without waiting,
-    /// if the log is poisoned, or if the sync this call led fails.
+    /// busy, syncs took 0.6-2.1 s, and records waited up to 3.5 s for one,
+    /// BENCHMARKS.md, session 21). So a power loss takes at most the
+    /// mutations that came within about [`SYNC_OVERDUE`] (plus the delay
+    /// of the flag's refresh) after the last sync that succeeded began;
+    /// when the disk cannot sync that fast, the writers go at its pace.
+    /// The caller holds no lock. Fails, without waiting, if the log is
+    /// poisoned, or if the sync this call led fails.
     #[cold]
     pub(crate) fn wait_for_overdue_sync(&self) -> Result<()> {
         let arrived = self.opened.elapsed().as_nanos() as u64;
@@ -2069,18 +2099,30 @@ impl Wal {
             if !self.refresh_overdue() || self.last_sync_began.load(Ordering::Acquire) >= arrived {
                 return Ok(());
             }
+            // One waiting writer at a time leads a sync (after the one
+            // running, if any, which may have begun before it came); the
+            // others wait for it rather than each lead one in turn.
+            if self
+                .overdue_leader
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let led = self.timed_sync();
+                self.overdue_leader.store(false, Ordering::Release);
+                drop(lock(&self.sync));
+                self.synced_cv.notify_all();
+                led?;
+                continue;
+            }
             let s = lock(&self.sync);
             if let Some(p) = &s.poisoned {
                 return Err(ErrorKind::Poisoned(p.clone()).into());
             }
-            if s.in_progress {
-                // It may have begun before this call: look again when it
-                // ends.
+            // The leader lets go of the flag before it takes the lock to
+            // wake its waiters: seen here, it has not woken them yet.
+            if self.overdue_leader.load(Ordering::Acquire) {
                 let _ = self.synced_cv.wait_timeout(s, Duration::from_millis(100));
-                continue;
             }
-            drop(s);
-            self.timed_sync()?;
         }
     }
 
@@ -2268,7 +2310,13 @@ impl Wal {
                 .sync_dir(&self.dir)
                 .map_err(|e| (self.dir.clone(), e));
         }
-        if let (Some(file), true) = (&self.mark, result.is_ok()) {
+        // The mark: after every sync under `EverySec`, at most every
+        // MARK_EVERY under `Always` (see `SyncMark`).
+        let now = self.opened.elapsed().as_nanos() as u64;
+        let mark_due = self.policy == FsyncPolicy::EverySec
+            || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
+                >= MARK_EVERY.as_nanos() as u64;
+        if let (Some(file), true, true) = (&self.mark, mark_due, result.is_ok()) {
             use std::os::unix::fs::FileExt;
             let file = lock(file);
             result = file
@@ -2276,6 +2324,9 @@ impl Wal {
                 .write_all_at(&mark.encode(), 0)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| (self.dir.join(SYNC_MARK), e));
+            if result.is_ok() {
+                self.mark_written.store(now, Ordering::Relaxed);
+            }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut s = lock(&self.sync);
@@ -3753,13 +3804,42 @@ mod tests {
     }
 
     #[test]
-    fn a_late_sync_is_flagged_and_a_writer_waiting_for_it_fails_on_a_poisoned_log() {
+    fn writers_lead_one_sync_the_syncer_is_late_for() {
         let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 20);
-        // Syncs succeed a second apart (overdue only on a machine too
-        // busy to run them, where this leads one).
-        std::thread::sleep(Duration::from_millis(2200));
-        wal.wait_for_overdue_sync().unwrap();
+        // No syncer from here on (nor page helper): a sync is overdue
+        // SYNC_OVERDUE after the last one began.
+        stop_helper(&wal);
+        let lsn = wal
+            .append_hashes(2, 1 << 40, &[ItemHash { lo: 1, hi: 2 }], false)
+            .unwrap();
+        let last = wal.last_sync_began.load(Ordering::Relaxed);
+        std::thread::sleep(SYNC_OVERDUE + Duration::from_millis(100));
+        assert!(wal.refresh_overdue() && wal.is_overdue());
+        assert!(wal.synced_lsn.load(Ordering::Acquire) < lsn);
+        // Eight writers come at once: one leads a sync and the others
+        // wait for it (one more at most, for those that came after it
+        // began), rather than each lead one in turn.
+        let syncs = wal.syncs.load(Ordering::Relaxed);
+        let all = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    all.wait();
+                    wal.wait_for_overdue_sync().unwrap();
+                });
+            }
+        });
+        let led = wal.syncs.load(Ordering::Relaxed) - syncs;
+        assert!((1..=2).contains(&led), "{led} syncs for 8 waiting writers");
+        assert!(wal.synced_lsn.load(Ordering::Acquire) >= lsn);
+        assert!(wal.last_sync_began.load(Ordering::Relaxed) > last);
         assert!(!wal.is_overdue(), "{:?}", wal.unsynced_for());
+        assert!(wal.take_sync_window().unwrap() > SYNC_OVERDUE);
+    }
+
+    #[test]
+    fn a_writer_waiting_for_an_overdue_sync_fails_on_a_poisoned_log() {
+        let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 20);
         // A poisoned log's syncs fail: overdue once the last that
         // succeeded began SYNC_OVERDUE ago, and a writer waiting for a
         // sync gets the poisoning at once rather than wait.
@@ -3770,10 +3850,9 @@ mod tests {
         let e = wal.wait_for_overdue_sync().unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Poisoned(_)), "{e}");
         assert!(start.elapsed() < Duration::from_millis(500));
-        // Other policies are never overdue.
+        // Other policies have no such deadline.
         for policy in [FsyncPolicy::Always, FsyncPolicy::No] {
             let (_dir, _fs, other) = fresh_wal(policy, 1 << 20);
-            std::thread::sleep(Duration::from_millis(1600));
             assert!(!other.refresh_overdue(), "{policy:?}");
         }
     }

@@ -39,14 +39,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 6379)]
     port: u16,
     /// When the log is synced: `always` (reply after the add is on disk),
-    /// `everysec` (a power cut loses about the last second; when a sync
-    /// is late, with every core busy or a slow disk, writes wait for it
-    /// once the last began 1.5 s ago, so a cut never loses more than that
-    /// much; a crash of the process loses nothing) or `no` (the OS decides). `INFO persistence` shows
-    /// `aof_last_write_status:err` while writes fail for the log (a failed
-    /// sync: each write then first tries a checkpoint, and is refused if
-    /// it fails; a full disk: until space returns) and, under `everysec`,
-    /// how far back a power cut now would reach as `seen_unsynced_ms`.
+    /// `everysec` (a power cut loses about the last second; when syncs
+    /// run late, with every core busy or a slow disk, writes wait for one
+    /// once the last began 1.5 s ago, so a cut loses at most about that
+    /// much; a crash of the process loses nothing) or `no` (the OS
+    /// decides). `INFO persistence` shows `aof_last_write_status:err`
+    /// while writes fail for the log (a failed sync: each write then first
+    /// tries a checkpoint, and is refused if it fails; a full disk: until
+    /// space returns) and, under `everysec`, how far back a power cut now
+    /// would reach as `seen_unsynced_ms`.
     #[arg(long, default_value = "everysec", value_name = "POLICY", value_parser = parse_fsync)]
     fsync: FsyncPolicy,
     /// Password clients must send with AUTH (or HELLO ... AUTH default PASS).
