@@ -176,6 +176,16 @@ impl Charge {
             .unwrap_or(0)
     }
 
+    /// Whether [`release`](Self::release) has been called on it (or on
+    /// a clone).
+    pub fn is_released(&self) -> bool {
+        self.0
+            .bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
     /// Gives the bytes back now (a filter deleted while something may
     /// still hold it). Later calls do nothing.
     pub fn release(&self) {
@@ -219,7 +229,9 @@ mod tests {
         assert_eq!((b.used(), a.bytes(), b.available()), (100, 100, 0));
         assert!(a.grow(1).is_err());
         let clone = a.clone();
+        assert!(!clone.is_released());
         a.release();
+        assert!(clone.is_released() && a.is_released());
         assert_eq!(b.used(), 0);
         // Released: grows are refused, and neither a second release nor
         // the drops give anything back twice.
