@@ -1097,7 +1097,11 @@ impl Wal {
                             next = due;
                             continue;
                         }
-                        match wal.timed_sync() {
+                        let (synced, copied) = wal.timed_sync();
+                        if let (Ok(()), Err(e)) = (&synced, copied) {
+                            tracing::error!("staged adds not copied into the log: {e}");
+                        }
+                        match synced {
                             Ok(()) => next = wal.last_sync_start() + Duration::from_secs(1),
                             Err(e) => {
                                 tracing::error!("background log sync failed: {e}");
@@ -2020,7 +2024,10 @@ impl Wal {
     /// sync plus the gap to the next: about 1-1.1 s, more when syncs are
     /// slow; past [`SYNC_OVERDUE`] mutations wait for a sync. Other syncs
     /// (a checkpoint's, a close's) do not move it, which errs on the long
-    /// side. `None` under the other policies.
+    /// side. One exception errs on the short side: a sync whose copy of
+    /// the rings failed (a full disk) moves it, though adds staged before
+    /// the disk filled stay in their rings until space returns
+    /// (docs/FORMAT.md 6.5). `None` under the other policies.
     pub(crate) fn unsynced_for(&self) -> Option<Duration> {
         if self.policy != FsyncPolicy::EverySec {
             return None;
@@ -2039,7 +2046,10 @@ impl Wal {
     /// covers counts from its start ([`unsynced_for`](Self::unsynced_for)),
     /// and a record appended just after the last one began waited until
     /// now ([`take_sync_window`](Self::take_sync_window)).
-    fn timed_sync(&self) -> Result<()> {
+    /// Returns the sync's result, then the ring copy's: a copy that failed
+    /// is already seen by the writers (they copy their own rings before
+    /// they stage, and fail their adds if that fails, see `stage`).
+    fn timed_sync(&self) -> (Result<()>, Result<()>) {
         let start = self.opened.elapsed().as_nanos() as u64;
         // As `sync_all`. A ring copy that failed (a full disk) leaves the
         // adds it could not copy staged, but the sync of the rest counts:
@@ -2059,7 +2069,7 @@ impl Wal {
         // sync's own wake-up came before `last_sync_began` moved).
         drop(lock(&self.sync));
         self.synced_cv.notify_all();
-        synced.and(copied)
+        (synced, copied)
     }
 
     /// Whether a sync is overdue (see [`SYNC_OVERDUE`]): a relaxed read of
@@ -2107,7 +2117,7 @@ impl Wal {
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                let led = self.timed_sync();
+                let (led, _) = self.timed_sync();
                 self.overdue_leader.store(false, Ordering::Release);
                 drop(lock(&self.sync));
                 self.synced_cv.notify_all();

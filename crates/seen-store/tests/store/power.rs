@@ -405,7 +405,7 @@ fn run_until_cut(
     policy: FsyncPolicy,
     round: u64,
     rng: &mut StdRng,
-) -> (Items, DiskImage) {
+) -> (Items, DiskImage, usize) {
     let fs = PowerFs::default();
     let opts = StoreOptions {
         fsync: policy,
@@ -473,9 +473,10 @@ fn run_until_cut(
             *covered.lock().unwrap() = before;
         }));
     }
-    // Under `everysec` every other round lasts long enough for the log's
-    // once-a-second syncs (and their marks) to come.
-    let ms = if policy == FsyncPolicy::EverySec && rng.gen_bool(0.5) {
+    // Every other round lasts long enough for the log's marks after the
+    // open's to come: each sync's under `everysec`, one a second under
+    // `always`.
+    let ms = if rng.gen_bool(0.5) {
         rng.gen_range(1_100..2_600)
     } else {
         rng.gen_range(20..300)
@@ -498,15 +499,19 @@ fn run_until_cut(
         FsyncPolicy::Always => acked.len(),
         _ => (*covered.lock().unwrap()).max(synced),
     };
-    (acked[..must].to_vec(), disk)
+    (acked[..must].to_vec(), disk, marks.len())
 }
 
 fn power_rounds(policy: FsyncPolicy, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut checked = 0;
+    // Rounds cut after a mark written by a sync (the open writes the
+    // first): those test the marks' positions, not only the open's.
+    let mut marked = 0;
     for round in 0..rounds() {
         let live = tempfile::tempdir().unwrap();
-        let (must, disk) = run_until_cut(live.path(), policy, round, &mut rng);
+        let (must, disk, marks) = run_until_cut(live.path(), policy, round, &mut rng);
+        marked += usize::from(marks >= 2);
         // A power loss can tear records of the syncs in flight, with a
         // later sector of them kept, and under `everysec` leave whatever
         // was written since the last sync in any state: the sync mark lets
@@ -552,8 +557,13 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
         checked as u64 > rounds() * 10,
         "too few items checked ({checked}) for the test to mean anything"
     );
+    assert!(
+        marked as u64 >= rounds() / 4,
+        "only {marked} rounds of {} cut after a sync's mark",
+        rounds()
+    );
     eprintln!(
-        "{policy:?}: {checked} items checked over {} rounds",
+        "{policy:?}: {checked} items checked over {} rounds, {marked} of them cut after a sync's mark",
         rounds()
     );
 }
