@@ -2314,13 +2314,14 @@ impl Store {
         // later checkpoint, or read again at the next open.
         let mut failed_lanes = Vec::new();
         let mut kept = Vec::new();
+        let mut retired_any = false;
         for r in self.inner.wal.retire_upto(min_lsn) {
             if failed_lanes.contains(&r.lane) {
                 kept.push(r);
                 continue;
             }
             match self.inner.fs.remove(&r.path) {
-                Ok(()) => {}
+                Ok(()) => retired_any = true,
                 // Gone already (removed by hand, say): as good as removed.
                 // Kept in the list, it and every later one of its lane
                 // would come back at every checkpoint, for good.
@@ -2337,6 +2338,17 @@ impl Store {
         }
         if !kept.is_empty() {
             self.inner.wal.unretire(kept);
+        }
+        // The removals made durable before the log's next sync mark names
+        // later segments: a segment whose sync failed (the checkpoint that
+        // follows a poisoning retires it) must not come back after a power
+        // loss, below the mark, where its damage would stop the open.
+        if retired_any {
+            let dir = self.inner.wal.dir();
+            self.inner
+                .fs
+                .sync_dir(dir)
+                .map_err(|e| io_err("sync directory", dir, e))?;
         }
         Ok(())
     }

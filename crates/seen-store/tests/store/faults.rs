@@ -31,6 +31,8 @@ struct Faults {
     /// (written_to, upto).
     eio_write_behind: AtomicBool,
     write_behinds: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Removes and directory syncs, in order (`true`: a sync).
+    dir_ops: std::sync::Mutex<Vec<(bool, PathBuf)>>,
     /// Syncs of files wait while set (a disk that has stopped
     /// answering); the syncs waiting now.
     hold_syncs: AtomicBool,
@@ -160,7 +162,10 @@ impl Fs for FaultyFs {
         Ok(())
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
-        self.real.remove(path)
+        self.real.remove(path)?;
+        let mut ops = self.faults.dir_ops.lock().unwrap();
+        ops.push((false, path.to_path_buf()));
+        Ok(())
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         self.real.create_dir_all(path)
@@ -169,7 +174,10 @@ impl Fs for FaultyFs {
         if self.faults.eio_sync.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        self.real.sync_dir(path)
+        self.real.sync_dir(path)?;
+        let mut ops = self.faults.dir_ops.lock().unwrap();
+        ops.push((true, path.to_path_buf()));
+        Ok(())
     }
     fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         self.real.list(path)
@@ -1237,4 +1245,37 @@ fn adds_wait_for_a_sync_that_is_overdue_under_everysec() {
     drop(s);
     let s = reopen(dir.path());
     assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|p| *p));
+}
+
+/// A checkpoint syncs the log's directory after it removes the segments
+/// its snapshots cover, so that no removed segment comes back after a
+/// power loss: one whose sync had failed (retired by the checkpoint that
+/// follows the poisoning) would come back damaged, below the sync mark
+/// that later syncs write, and stop the open.
+#[test]
+fn a_checkpoint_makes_the_removal_of_retired_segments_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    for fsync in [FsyncPolicy::Always, FsyncPolicy::EverySec, FsyncPolicy::No] {
+        let sub = dir.path().join(format!("{fsync:?}"));
+        let (s, faults) = faulty(&sub, fsync);
+        s.create(b"f", &bloom()).unwrap();
+        for i in 0..3000 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+        faults.dir_ops.lock().unwrap().clear();
+        s.checkpoint().unwrap();
+        let ops = faults.dir_ops.lock().unwrap().clone();
+        let wal = s.wal_dir().to_path_buf();
+        let last_removed = ops
+            .iter()
+            .rposition(|(sync, p)| !sync && p.extension().is_some_and(|e| e == "log"))
+            .unwrap_or_else(|| panic!("{fsync:?}: no segment retired: {ops:?}"));
+        assert!(
+            ops[last_removed..]
+                .iter()
+                .any(|(sync, p)| *sync && *p == wal),
+            "{fsync:?}: no sync of {} after the last removal: {ops:?}",
+            wal.display()
+        );
+    }
 }
