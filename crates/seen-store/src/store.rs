@@ -1197,10 +1197,8 @@ impl Store {
                 if !e.state.read().expired_now() {
                     return Err(ErrorKind::Exists.into());
                 }
-                self.inner.wal.append(&Record::Delete { id: e.id })?;
-                let e = map.remove(name).expect("present");
-                e.charge.release();
-                lock(&self.inner.deleted).push(e.id);
+                let id = e.id;
+                self.unmap_logged(&mut map, name, id)?;
             }
             let mut filter = make(max_bytes.min(self.inner.budget.available()))?;
             if let AnyFilter::Scalable(s) = &mut filter {
@@ -1989,14 +1987,30 @@ impl Store {
             if only.is_some_and(|id| id != e.id) {
                 return Ok(false);
             }
-            let lsn = self.inner.wal.append(&Record::Delete { id: e.id })?;
-            let e = map.remove(name).expect("present");
-            e.charge.release();
-            lock(&self.inner.deleted).push(e.id);
-            lsn
+            let id = e.id;
+            self.unmap_logged(&mut map, name, id)?
         };
         self.inner.wal.commit(lsn)?;
         Ok(true)
+    }
+
+    /// Takes filter `id`, under `name` in `map` (held for a change), out
+    /// of the store: logs its delete, removes it from the map, gives its
+    /// bytes back to the budget (a checkpoint takes a released charge for
+    /// a filter gone since it listed them) and notes it for the next
+    /// checkpoint, which removes its snapshot. Returns the delete's lsn.
+    fn unmap_logged(
+        &self,
+        map: &mut HashMap<Vec<u8>, Arc<Entry>>,
+        name: &[u8],
+        id: u64,
+    ) -> Result<u64> {
+        let lsn = self.inner.wal.append(&Record::Delete { id })?;
+        if let Some(e) = map.remove(name) {
+            e.charge.release();
+        }
+        lock(&self.inner.deleted).push(id);
+        Ok(lsn)
     }
 
     /// Sets (or with `None` clears) the time a filter expires as a whole.
