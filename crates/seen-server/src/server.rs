@@ -80,6 +80,10 @@ impl Server {
             .await
             .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?
             .map_err(ServerError::Store)?;
+        // Creating or growing a large filter, or waiting for an overdue
+        // sync, must not hold a worker thread of the runtime: with none
+        // left polling the sockets, every connection waited for it.
+        store.set_blocking_hook(Box::new(|f| crate::connection::blocking(f)));
         tracing::info!(
             dir = %config.dir.display(),
             filters = store.len(),

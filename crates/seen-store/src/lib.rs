@@ -111,7 +111,7 @@ mod wal;
 
 pub use error::{Error, ErrorKind, Result};
 pub use record::FilterSpec;
-pub use store::{AddOutcome, Pending, Recovery, Store, StoreOptions};
+pub use store::{AddOutcome, BlockingHook, Pending, Recovery, Store, StoreOptions};
 pub use wal::FsyncPolicy;
 
 /// A snapshot file of a data directory, read on its own (for `seen
