@@ -179,6 +179,12 @@ impl<T> CpuLock<T> {
         }
     }
 
+    /// Whether a long shared hold is on now ([`read_long`](Self::read_long)),
+    /// which an exclusive hold taken now would wait for.
+    pub(crate) fn long_held(&self) -> bool {
+        *self.long.lock().unwrap_or_else(|e| e.into_inner()) > 0
+    }
+
     /// An exclusive hold.
     pub(crate) fn write(&self) -> CpuLockWriteGuard<'_, T> {
         // No long shared hold now, and none begins until every shard is
