@@ -19,6 +19,7 @@
 //! memory; CPUs 8 apart share a shard on larger machines.
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::CachePadded;
@@ -61,6 +62,9 @@ pub(crate) struct CpuLock<T> {
     long: Mutex<usize>,
     /// Signalled when the last long shared hold ends.
     long_done: Condvar,
+    /// `long`'s count, written under its mutex, for a look without it
+    /// ([`long_held`](Self::long_held)).
+    long_now: AtomicUsize,
     value: UnsafeCell<T>,
 }
 
@@ -99,6 +103,7 @@ impl<T> Drop for CpuLockLongGuard<'_, T> {
         self.shard = None;
         let mut long = self.lock.long.lock().unwrap_or_else(|e| e.into_inner());
         *long -= 1;
+        self.lock.long_now.store(*long, Ordering::Relaxed);
         if *long == 0 {
             self.lock.long_done.notify_all();
         }
@@ -137,6 +142,7 @@ impl<T> CpuLock<T> {
             shards: std::array::from_fn(|_| CachePadded::new(RwLock::new(()))),
             long: Mutex::new(0),
             long_done: Condvar::new(),
+            long_now: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -170,6 +176,7 @@ impl<T> CpuLock<T> {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         *long += 1;
+        self.long_now.store(*long, Ordering::Relaxed);
         drop(long);
         // SAFETY: as in `read`.
         CpuLockLongGuard {
@@ -180,9 +187,10 @@ impl<T> CpuLock<T> {
     }
 
     /// Whether a long shared hold is on now ([`read_long`](Self::read_long)),
-    /// which an exclusive hold taken now would wait for.
+    /// which an exclusive hold taken now would wait for: a hint, read
+    /// without the mutex.
     pub(crate) fn long_held(&self) -> bool {
-        *self.long.lock().unwrap_or_else(|e| e.into_inner()) > 0
+        self.long_now.load(Ordering::Relaxed) > 0
     }
 
     /// An exclusive hold.
