@@ -388,9 +388,9 @@ struct SyncState {
 /// (BENCHMARKS.md, session 8).
 const PAGE_WINDOW: usize = 2 << 20;
 
-/// Wakes of the page helper (at least one each 100 ms) after which a lane
-/// whose append position has not moved has its pages unmapped.
-const IDLE_WAKES: u32 = 5;
+/// How long a lane's append position stays where it is before the page
+/// helper unmaps the lane's pages (at its next wake, within 100 ms).
+const IDLE_UNMAP: Duration = Duration::from_millis(500);
 
 /// The log.
 ///
@@ -471,6 +471,8 @@ pub(crate) struct Wal {
     /// A writer waiting for an overdue sync is leading one (see
     /// [`wait_for_overdue_sync`](Wal::wait_for_overdue_sync)).
     overdue_leader: AtomicBool,
+    /// [`IDLE_UNMAP`], in milliseconds (tests lengthen or shorten it).
+    idle_unmap_ms: AtomicU64,
     /// When the log was opened (the base of `last_sync_began`).
     opened: Instant,
     /// A spare has been renamed into a segment since the last sync: the
@@ -1066,6 +1068,7 @@ impl Wal {
             last_sync_began: AtomicU64::new(0),
             overdue: CachePadded::new(AtomicBool::new(false)),
             overdue_leader: AtomicBool::new(false),
+            idle_unmap_ms: AtomicU64::new(IDLE_UNMAP.as_millis() as u64),
             opened: Instant::now(),
             dir_dirty: AtomicBool::new(false),
             mark,
@@ -1192,10 +1195,10 @@ impl Wal {
             .spawn(move || {
                 // Per lane: the segment last seen (by its first lsn), how
                 // far into it pages have been mapped in and unmapped, and
-                // the append position at the last wake with the wakes it
-                // has not moved for.
+                // the append position at the last wake, when it last
+                // moved, and whether the lane's pages were unmapped since.
                 let mut seen = vec![(u64::MAX, 0usize, 0usize); active];
-                let mut still = vec![(usize::MAX, 0u32); active];
+                let mut still = vec![(usize::MAX, Instant::now(), false); active];
                 loop {
                     std::thread::park_timeout(Duration::from_millis(100));
                     let Some(wal) = weak.upgrade() else { return };
@@ -1211,8 +1214,10 @@ impl Wal {
                                 .map(|c| (c.map.clone(), c.offset, c.first_lsn))
                         })
                         .collect();
+                    let idle_unmap =
+                        Duration::from_millis(wal.idle_unmap_ms.load(Ordering::Relaxed));
                     drop(wal);
-                    for (((first, ahead, behind), (last, idle)), now) in
+                    for (((first, ahead, behind), (last, moved, trimmed)), now) in
                         seen.iter_mut().zip(still.iter_mut()).zip(now)
                     {
                         let Some((map, offset, seg)) = now else {
@@ -1221,23 +1226,22 @@ impl Wal {
                         if seg != *first {
                             (*first, *ahead, *behind) = (seg, 0, 0);
                         }
-                        if offset == *last {
-                            *idle = idle.saturating_add(1);
-                        } else {
-                            (*last, *idle) = (offset, 0);
+                        if offset != *last {
+                            (*last, *moved, *trimmed) = (offset, Instant::now(), false);
                         }
                         // An idle lane keeps nothing mapped: its pages
                         // stay in the page cache, and a write maps them
-                        // back (and the helper the windows ahead, once the
-                        // lane moves). Mapped, they count in the process's
+                        // back. Mapped, they count in the process's
                         // memory: 16 MiB over four lanes, which took an
-                        // idle server's RSS past RedisBloom's.
-                        if *idle >= IDLE_WAKES {
-                            if *idle == IDLE_WAKES {
+                        // idle server's RSS past RedisBloom's. `ahead`
+                        // stays: populating the pages again would dirty
+                        // them, and the next sync write them again.
+                        if moved.elapsed() >= idle_unmap {
+                            if !*trimmed {
                                 let done = offset / PAGE_WINDOW * PAGE_WINDOW;
                                 let mapped = (*ahead).max(offset.next_multiple_of(PAGE));
                                 unmap_pages(&map, done, mapped.min(map.len()));
-                                *ahead = done;
+                                *trimmed = true;
                             }
                             continue;
                         }
@@ -3207,6 +3211,8 @@ mod tests {
             None,
         )
         .unwrap();
+        // No lane's pages unmapped for being idle, unless a test asks.
+        wal.idle_unmap_ms.store(3_600_000, Ordering::Relaxed);
         (dir, fs, wal)
     }
 
@@ -4487,57 +4493,53 @@ mod tests {
         reads_back_in_order(&*fs, &mut segments, n);
     }
 
-    /// A lane idle for [`IDLE_WAKES`] of the page helper's wakes keeps no
-    /// page mapped (before, the window of the append position and the
-    /// next stayed mapped: up to 4 MiB a lane, counted in the process's
-    /// memory); appends map pages again, and every record reads back.
+    /// A lane idle for [`IDLE_UNMAP`] keeps no page mapped (before, the
+    /// window of the append position and the next stayed mapped: up to 4
+    /// MiB a lane, counted in the process's memory); once it moves, the
+    /// helper maps the windows ahead of it again, and every record reads
+    /// back.
     #[test]
     fn the_page_helper_unmaps_an_idle_lane_and_maps_it_again_when_it_moves() {
         let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 32 << 20);
+        wal.idle_unmap_ms
+            .store(IDLE_UNMAP.as_millis() as u64, Ordering::Relaxed);
         let path = dir.path().join(segment_name(1, 0, 0));
-        let mapped_within = |most: u64, secs: u64| {
-            let start = Instant::now();
-            loop {
-                let now = mapped_kib(&path);
-                if now <= most || start.elapsed() > Duration::from_secs(secs) {
-                    return now;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        };
         // 3 MiB of 16-hash records (288 bytes each): into the second window.
         let n = 3 * (1 << 20) / 288;
         for i in 0..n {
             wal.append_hashes(2, 7, &record16(i), false).unwrap();
         }
         wal.pages.get().unwrap().unpark();
-        let busy = eventually_mapped(&path, PAGE_WINDOW as u64 / 1024);
-        assert!(busy >= PAGE_WINDOW as u64 / 1024, "{busy} KiB mapped ahead");
-        let idle = mapped_within(0, 10);
+        let start = Instant::now();
+        let mut idle = mapped_kib(&path);
+        while idle > 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+            idle = mapped_kib(&path);
+        }
         assert_eq!(idle, 0, "{idle} KiB still mapped with the lane idle");
+        // No more unmapping for idleness: what stays mapped after a sync
+        // (which unmaps the written pages) is what the helper mapped in
+        // ahead of the append position.
+        wal.idle_unmap_ms.store(3_600_000, Ordering::Relaxed);
         for i in n..2 * n {
             wal.append_hashes(2, 7, &record16(i), false).unwrap();
         }
         wal.pages.get().unwrap().unpark();
-        let again = eventually_mapped(&path, PAGE_WINDOW as u64 / 1024);
+        let start = Instant::now();
+        let ahead = loop {
+            wal.sync_all().unwrap();
+            let now = mapped_kib(&path);
+            if now >= 1024 || start.elapsed() > Duration::from_secs(10) {
+                break now;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(
-            again >= PAGE_WINDOW as u64 / 1024,
-            "{again} KiB mapped ahead again"
+            ahead >= 1024,
+            "{ahead} KiB mapped ahead once the lane moved"
         );
         let mut segments = segments_of(dir.path());
         reads_back_in_order(&*fs, &mut segments, 2 * n);
-    }
-
-    /// The KiB of `path` mapped once at least `least` are (or after 10 s).
-    fn eventually_mapped(path: &Path, least: u64) -> u64 {
-        let start = Instant::now();
-        loop {
-            let now = mapped_kib(path);
-            if now >= least || start.elapsed() > Duration::from_secs(10) {
-                return now;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 
     #[test]
