@@ -13,7 +13,7 @@ use seen_core::{
     Prefetcher, Removal, ScalableBloomFilter, DEFAULT_MAX_BYTES,
 };
 
-use crate::cpu_lock::{CpuLock, CpuLockWriteGuard};
+use crate::cpu_lock::{CpuLock, CpuLockReadGuard, CpuLockWriteGuard};
 use crate::error::{io_err, Error, ErrorKind, Result};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
@@ -56,7 +56,8 @@ impl Default for StoreOptions {
 }
 
 /// Runs a call of the store that may block for long: see
-/// [`Store::set_blocking_hook`]. It must call the closure it is given.
+/// [`Store::set_blocking_hook`]. It must call the closure it is given,
+/// and must not catch a panic of it (the store then panics again).
 pub type BlockingHook = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// The result of adding a batch: whether each item was new, and the error
@@ -115,6 +116,10 @@ struct Entry {
     /// CPU it runs on, so writers on several cores do not pass one lock
     /// word between their caches on every call.
     state: CpuLock<EntryState>,
+    /// A chain is growing, under an exclusive hold of `state` (allocating
+    /// and zeroing its next sub-filter, seconds for a GiB): holds taken
+    /// meanwhile wait in the blocking hook (see `Store::hold_shared`).
+    growing: AtomicBool,
     /// A fixed-size blocked Bloom filter's hash and block addresses,
     /// copied out of it when the entry is made, so that a single-item add
     /// hashes its item before it takes `state` (see `add_to_entry`). Such
@@ -143,6 +148,7 @@ impl Entry {
             id,
             name,
             state: CpuLock::new(state),
+            growing: AtomicBool::new(false),
             prefetcher,
             charge,
         }
@@ -1209,32 +1215,37 @@ impl Store {
     ) -> Result<()> {
         let max_bytes = max_bytes.min(self.inner.opts.max_filter_bytes);
         self.ready_to_write()?;
-        let _one = lock(&self.inner.creating);
+        // Another creation may be building a large filter: wait for it in
+        // the blocking hook.
+        let _one = match self.inner.creating.try_lock() {
+            Ok(one) => one,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.blocking(|| lock(&self.inner.creating))
+            }
+        };
         // Only creations add names to the map, so what this finds holds
         // until the insert below. An expired filter goes first, so that
-        // its bytes count as available to the new one.
-        let found = self
-            .inner
-            .filters
-            .read()
-            .get(name)
-            .map(|e| (e.id, e.state.read().expired_now()));
-        match found {
-            Some((_, false)) => return Err(ErrorKind::Exists.into()),
-            Some((id, true)) => {
-                self.delete_logged(name, Some(id))?;
+        // its bytes count as available to the new one. (The entry's state
+        // is read after the map's lock is let go: a chain growing holds
+        // it exclusively, and a change of the map waiting meanwhile would
+        // hold up every lookup behind it.)
+        let found = self.inner.filters.read().get(name).cloned();
+        if let Some(e) = found {
+            if !self.hold_shared(&e).expired_now() {
+                return Err(ErrorKind::Exists.into());
             }
-            None => {}
+            self.delete_logged(name, Some(e.id))?;
         }
         let room = max_bytes.min(self.inner.budget.available());
         let mut filter = self.blocking(|| make(room))?;
         if let AnyFilter::Scalable(s) = &mut filter {
             s.set_max_bytes(max_bytes);
         }
-        // A chain's growth may have taken the room meanwhile (growth takes
-        // its bytes before it allocates them): then this one is refused,
-        // after its memory was held a moment past the budget, by at most
-        // that growth.
+        // Chains' growths may have taken the room while this filter was
+        // built (a growth takes its bytes before it allocates them): then
+        // this one is refused, after its memory was held past the budget
+        // for a moment, by at most the room those growths took.
         let charge = self.inner.budget.charge(any_memory_bytes(&filter))?;
         let lsn = {
             let mut map = self.filters_mut();
@@ -1314,11 +1325,22 @@ impl Store {
         }
     }
 
+    /// A shared hold of `entry`'s state: while a chain grows (see
+    /// [`Entry::growing`]), the wait for it runs in the blocking hook.
+    #[inline]
+    fn hold_shared<'a>(&self, entry: &'a Entry) -> CpuLockReadGuard<'a, EntryState> {
+        if entry.growing.load(Ordering::Relaxed) {
+            self.blocking(|| entry.state.read())
+        } else {
+            entry.state.read()
+        }
+    }
+
     /// An exclusive hold of `entry`'s state. While a checkpoint copies the
     /// filter (a long shared hold) the hold waits for the copy to end, a
     /// second or more for a GiB: that wait runs in the blocking hook.
     fn hold_exclusively<'a>(&self, entry: &'a Entry) -> CpuLockWriteGuard<'a, EntryState> {
-        if entry.state.long_held() {
+        if entry.state.long_held() || entry.growing.load(Ordering::Relaxed) {
             self.blocking(|| entry.state.write())
         } else {
             entry.state.write()
@@ -1330,7 +1352,7 @@ impl Store {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
-        if e.state.read().expired_now() {
+        if self.hold_shared(&e).expired_now() {
             self.delete_expired(name, e.id)?;
             return Ok(None);
         }
@@ -1415,7 +1437,7 @@ impl Store {
         // core makes the "new" answer exact): hold the state shared, so
         // that writers on several cores fill one filter at once.
         {
-            let st = entry.state.read();
+            let st = self.hold_shared(entry);
             if let (AnyFilter::Bloom(b), [item]) = (&st.filter, items) {
                 if !st.expired_now() {
                     let h = match early {
@@ -1465,7 +1487,7 @@ impl Store {
             // as it is now: replay must apply them before any add that may
             // grow the chain.
             self.copy_staged(staged)?;
-            let (outcome, lsn) = self.add_chain(entry.id, dirty, chain, &hashes)?;
+            let (outcome, lsn) = self.add_chain(entry, dirty, chain, &hashes)?;
             return Ok((outcome, Pending(lsn)));
         }
         // In a counting filter every add changes counters (an item added
@@ -1499,7 +1521,7 @@ impl Store {
     /// makes every logged add whatever the chain's count says.
     fn add_chain(
         &self,
-        id: u64,
+        entry: &Entry,
         dirty: &AtomicBool,
         chain: &mut ScalableBloomFilter,
         hashes: &[ItemHash],
@@ -1531,7 +1553,10 @@ impl Store {
                         None => {
                             // A growth allocates and zeroes a sub-filter.
                             let asked = if chain.grows_next() {
-                                self.blocking(|| chain.room_mut())
+                                entry.growing.store(true, Ordering::Relaxed);
+                                let r = self.blocking(|| chain.room_mut());
+                                entry.growing.store(false, Ordering::Relaxed);
+                                r
                             } else {
                                 chain.room_mut()
                             };
@@ -1556,7 +1581,9 @@ impl Store {
                 chain.prefetch(h);
             }
             if n > 0 {
-                self.inner.wal.append_hashes(2, id, &to_log[..n], false)?;
+                self.inner
+                    .wal
+                    .append_hashes(2, entry.id, &to_log[..n], false)?;
                 raise(dirty);
             }
             for &h in &hashes[done..end] {
@@ -1843,7 +1870,7 @@ impl Store {
             return Ok((None, Pending(0)));
         };
         let (out, lsn) = {
-            let st = entry.state.read();
+            let st = self.hold_shared(&entry);
             let hashes: Vec<ItemHash> = items.iter().map(|i| hash(&st.filter, i)).collect();
             const AHEAD: usize = 8;
             for &h in hashes.iter().take(AHEAD) {
@@ -2128,7 +2155,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let at = entry.state.read().expire_at_ms;
+        let at = self.hold_shared(&entry).expire_at_ms;
         Ok(Some((at != 0).then(|| {
             UNIX_EPOCH + std::time::Duration::from_millis(at as u64)
         })))
@@ -2145,12 +2172,14 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let st = entry.state.read();
+        let st = self.hold_shared(&entry);
         Ok(Some(f(&st.filter)))
     }
 
-    /// Runs `f` on a filter (for `BF.INFO`-style questions), with no add in
-    /// progress, so that its counts add up.
+    /// Runs `f` on a filter (for `BF.INFO`-style questions) so that its
+    /// counts add up: a chain or a counting filter with no add in
+    /// progress; a fixed-size filter, whose count is one counter, held
+    /// shared.
     pub fn with_filter<R>(
         &self,
         name: &[u8],
@@ -2163,7 +2192,7 @@ impl Store {
             // A fixed-size filter's count is one counter, which a shared
             // hold reads as well; and a checkpoint copying the filter does
             // not hold that up (BF.INFO of a 1 GiB filter waited 1.05 s).
-            let st = entry.state.read();
+            let st = self.hold_shared(&entry);
             if let AnyFilter::Bloom(_) = &st.filter {
                 return Ok(Some(f(&st.filter)));
             }
@@ -2178,11 +2207,12 @@ impl Store {
     /// Names of all live filters.
     pub fn names(&self) -> Vec<Vec<u8>> {
         let now = now_ms();
-        self.inner
-            .filters
-            .read()
-            .values()
-            .filter(|e| !e.state.read().expired(now))
+        // The states are read after the map's lock is let go (see
+        // `create_with`).
+        let entries: Vec<Arc<Entry>> = self.inner.filters.read().values().cloned().collect();
+        entries
+            .iter()
+            .filter(|e| !self.hold_shared(e).expired(now))
             .map(|e| e.name.clone())
             .collect()
     }
@@ -2599,6 +2629,15 @@ mod tests {
         }
     }
 
+    /// Options under which no mutation waits for a sync (so none runs in
+    /// the blocking hook): tests that count the hook's calls.
+    fn no_sync() -> StoreOptions {
+        StoreOptions {
+            fsync: FsyncPolicy::No,
+            ..StoreOptions::default()
+        }
+    }
+
     /// A create builds its filter without the map's lock: a lookup of
     /// another filter, made from another thread while the filter is being
     /// built, answers before the build ends (before, it waited for it:
@@ -2607,7 +2646,7 @@ mod tests {
     #[test]
     fn a_lookup_answers_while_a_create_builds_its_filter() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = Arc::new(AtomicU64::new(0));
         let count = hooked.clone();
         assert!(store.set_blocking_hook(Box::new(move |f| {
@@ -2664,7 +2703,7 @@ mod tests {
     #[test]
     fn a_chain_grows_in_the_blocking_hook() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let store = Store::open(dir.path(), no_sync()).unwrap();
         let hooked = Arc::new(AtomicU64::new(0));
         let count = hooked.clone();
         store.set_blocking_hook(Box::new(move |f| {
@@ -2718,7 +2757,7 @@ mod tests {
     #[test]
     fn exclusive_holds_during_a_copy_wait_in_the_blocking_hook() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = Arc::new(AtomicU64::new(0));
         let count = hooked.clone();
         store.set_blocking_hook(Box::new(move |f| {
@@ -2788,6 +2827,73 @@ mod tests {
         drop(copying_c);
         assert_eq!(asked.join().unwrap(), Some(2));
         drop(copying_b);
+    }
+
+    /// A lookup of a chain while it grows (under an exclusive hold) waits
+    /// for the growth in the blocking hook, not on the lock.
+    #[test]
+    fn a_lookup_of_a_growing_chain_waits_in_the_blocking_hook() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
+        let spec = FilterSpec::Scalable {
+            capacity: 50,
+            error_rate: 0.01,
+            layout: seen_core::Layout::Blocked,
+            expansion: 2,
+            nonscaling: false,
+        };
+        store.create(b"c", &spec).unwrap();
+        // From here on the hook's first call (the growth's) starts a
+        // lookup of the chain and waits until the lookup is in the hook.
+        let calls = Arc::new(AtomicU64::new(0));
+        let probing = Arc::new(AtomicBool::new(false));
+        let looked = Arc::new(Mutex::new(None));
+        let (c, p, l, other) = (
+            calls.clone(),
+            probing.clone(),
+            looked.clone(),
+            store.clone(),
+        );
+        store.set_blocking_hook(Box::new(move |f| {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            if p.swap(false, Ordering::SeqCst) {
+                let other = other.clone();
+                *lock(&l) = Some(std::thread::spawn(move || {
+                    other.contains(b"c", &[b"0"]).unwrap()
+                }));
+                let start = Instant::now();
+                while c.load(Ordering::SeqCst) == n + 1 && start.elapsed() < Duration::from_secs(10)
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            f()
+        }));
+        let mut n = 0u64;
+        loop {
+            let grows = store
+                .with_filter(b"c", |f| match f {
+                    AnyFilter::Scalable(c) => c.grows_next(),
+                    _ => unreachable!("a chain"),
+                })
+                .unwrap()
+                .unwrap();
+            if grows {
+                break;
+            }
+            store.add(b"c", &[n.to_string().as_bytes()], None).unwrap();
+            n += 1;
+        }
+        let before = calls.load(Ordering::SeqCst);
+        probing.store(true, Ordering::SeqCst);
+        store.add(b"c", &[b"the one that grows it"], None).unwrap();
+        let lookup = lock(&looked).take().expect("the growth ran in the hook");
+        assert_eq!(lookup.join().unwrap(), Some(vec![true]));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            before + 2,
+            "the lookup did not wait for the growth in the hook"
+        );
     }
 
     /// Creations of one name at once, from many threads: one succeeds, the
