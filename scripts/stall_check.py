@@ -79,6 +79,7 @@ class Looker:
     def __init__(self, port):
         self.c = Conn(port)
         self.spans = []
+        self.lock = threading.Lock()
         self.stop = False
         self.t = threading.Thread(target=self.run)
         self.t.start()
@@ -87,17 +88,22 @@ class Looker:
         while not self.stop:
             t = time.perf_counter()
             assert self.c.cmd("BF.EXISTS", "small", "x") == b":1"
-            self.spans.append((t, time.perf_counter()))
+            with self.lock:
+                self.spans.append((t, time.perf_counter()))
 
     def worst_during(self, start, end):
         """The longest request that overlapped [start, end]."""
         # Wait for a request begun after `end`, so that one in flight
         # across it is counted.
-        while not self.spans or self.spans[-1][0] <= end:
+        while True:
+            with self.lock:
+                if self.spans and self.spans[-1][0] > end:
+                    spans, self.spans = self.spans, []
+                    break
+            if not self.t.is_alive():
+                raise RuntimeError("the looking client stopped")
             time.sleep(0.001)
-        spans = [s for s in self.spans if s[1] >= start and s[0] <= end]
-        self.spans = []
-        return max(b - a for a, b in spans)
+        return max(b - a for a, b in spans if b >= start and a <= end)
 
     def close(self):
         self.stop = True
