@@ -1166,6 +1166,14 @@ impl Store {
         if !wal.is_poisoned() && !wal.is_overdue() {
             return Ok(());
         }
+        self.wait_until_ready()
+    }
+
+    /// [`ready_to_write`](Self::ready_to_write)'s waits, in the blocking
+    /// hook.
+    #[cold]
+    fn wait_until_ready(&self) -> Result<()> {
+        let wal = &self.inner.wal;
         self.blocking(|| {
             if wal.is_poisoned() {
                 self.recover_poisoned()?;
@@ -1326,10 +1334,12 @@ impl Store {
     }
 
     /// A shared hold of `entry`'s state: while a chain grows (see
-    /// [`Entry::growing`]), the wait for it runs in the blocking hook.
+    /// [`Entry::growing`]), the wait for it runs in the blocking hook. (A
+    /// fixed-size blocked filter, the one with a prefetcher, never grows:
+    /// its adds do not read the flag.)
     #[inline]
     fn hold_shared<'a>(&self, entry: &'a Entry) -> CpuLockReadGuard<'a, EntryState> {
-        if entry.growing.load(Ordering::Relaxed) {
+        if entry.prefetcher.is_none() && entry.growing.load(Ordering::Relaxed) {
             self.blocking(|| entry.state.read())
         } else {
             entry.state.read()
