@@ -2648,6 +2648,17 @@ mod tests {
         }
     }
 
+    /// Sets a blocking hook on `store` that counts its calls.
+    fn counting_hook(store: &Store) -> Arc<AtomicU64> {
+        let calls = Arc::new(AtomicU64::new(0));
+        let count = calls.clone();
+        assert!(store.set_blocking_hook(Box::new(move |f| {
+            count.fetch_add(1, Ordering::SeqCst);
+            f()
+        })));
+        calls
+    }
+
     /// A create builds its filter without the map's lock: a lookup of
     /// another filter, made from another thread while the filter is being
     /// built, answers before the build ends (before, it waited for it:
@@ -2657,12 +2668,7 @@ mod tests {
     fn a_lookup_answers_while_a_create_builds_its_filter() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
-        let hooked = Arc::new(AtomicU64::new(0));
-        let count = hooked.clone();
-        assert!(store.set_blocking_hook(Box::new(move |f| {
-            count.fetch_add(1, Ordering::SeqCst);
-            f()
-        })));
+        let hooked = counting_hook(&store);
         assert!(!store.set_blocking_hook(Box::new(|f| f())));
         let spec = FilterSpec::Bloom {
             capacity: 1000,
@@ -2714,19 +2720,8 @@ mod tests {
     fn a_chain_grows_in_the_blocking_hook() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), no_sync()).unwrap();
-        let hooked = Arc::new(AtomicU64::new(0));
-        let count = hooked.clone();
-        store.set_blocking_hook(Box::new(move |f| {
-            count.fetch_add(1, Ordering::SeqCst);
-            f()
-        }));
-        let spec = FilterSpec::Scalable {
-            capacity: 50,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-            expansion: 2,
-            nonscaling: false,
-        };
+        let hooked = counting_hook(&store);
+        let spec = chain_spec(false);
         store.create(b"c", &spec).unwrap();
         let links = |store: &Store| {
             store
@@ -2768,24 +2763,13 @@ mod tests {
     fn exclusive_holds_during_a_copy_wait_in_the_blocking_hook() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
-        let hooked = Arc::new(AtomicU64::new(0));
-        let count = hooked.clone();
-        store.set_blocking_hook(Box::new(move |f| {
-            count.fetch_add(1, Ordering::SeqCst);
-            f()
-        }));
+        let hooked = counting_hook(&store);
         let fixed = FilterSpec::Bloom {
             capacity: 1000,
             error_rate: 0.01,
             layout: seen_core::Layout::Blocked,
         };
-        let chain = FilterSpec::Scalable {
-            capacity: 1000,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-            expansion: 2,
-            nonscaling: false,
-        };
+        let chain = chain_spec(false);
         store.create(b"b", &fixed).unwrap();
         store.create(b"c", &chain).unwrap();
         for name in [b"b", b"c"] {
@@ -2845,13 +2829,7 @@ mod tests {
     fn a_lookup_of_a_growing_chain_waits_in_the_blocking_hook() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
-        let spec = FilterSpec::Scalable {
-            capacity: 50,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-            expansion: 2,
-            nonscaling: false,
-        };
+        let spec = chain_spec(false);
         store.create(b"c", &spec).unwrap();
         // From here on the hook's first call (the growth's) starts a
         // lookup of the chain and waits until the lookup is in the hook.
