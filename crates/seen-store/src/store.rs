@@ -183,6 +183,50 @@ impl EntryState {
     }
 }
 
+/// Bytes from which building a filter runs in the blocking hook (see
+/// [`Store::set_blocking_hook`]): zeroing 4 MiB takes a millisecond or
+/// two, and handing a small build to the hook cost a server's creations
+/// of new keys 12-15% of their rate.
+const LARGE_BUILD: u64 = 4 << 20;
+
+/// Whether building a filter of `spec` may zero [`LARGE_BUILD`] bytes or
+/// more: an estimate from the size of its bit array (a chain's first
+/// sub-filter; four bits a counter for a counting filter). A spec that
+/// cannot be sized counts as large (its build fails at once anyway).
+fn builds_large(spec: &FilterSpec) -> bool {
+    let (capacity, error_rate, layout, bits_per) = match *spec {
+        FilterSpec::Bloom {
+            capacity,
+            error_rate,
+            layout,
+        }
+        | FilterSpec::Scalable {
+            capacity,
+            error_rate,
+            layout,
+            ..
+        } => (capacity, error_rate, layout, 1),
+        FilterSpec::Counting {
+            capacity,
+            error_rate,
+        } => (capacity, error_rate, seen_core::Layout::Blocked, 4),
+    };
+    match BloomFilter::builder(capacity, error_rate)
+        .layout(layout)
+        .size()
+    {
+        // Blocks of 64 bytes in the blocked layout, bits in the classic.
+        Ok((size, _)) => {
+            let bytes = match layout {
+                seen_core::Layout::Blocked => size.saturating_mul(64),
+                _ => size / 8,
+            };
+            bytes.saturating_mul(bits_per) >= LARGE_BUILD
+        }
+        Err(_) => true,
+    }
+}
+
 fn build(spec: &FilterSpec, max_bytes: u64) -> Result<AnyFilter> {
     Ok(match *spec {
         FilterSpec::Bloom {
@@ -1211,13 +1255,14 @@ impl Store {
     /// then, not by the room it had when made.
     ///
     /// Creations run one at a time (`creating`), but `make` runs without
-    /// the map's lock: zeroing a 1 GiB filter took 2.6 s on the project's
+    /// the map's lock (and, if `large`, in the blocking hook): zeroing a 1 GiB filter took 2.6 s on the project's
     /// VM, and every other call on every filter waited for it while it
     /// ran under that lock.
     fn create_with(
         &self,
         name: &[u8],
         max_bytes: u64,
+        large: bool,
         make: impl FnOnce(u64) -> Result<AnyFilter>,
         record: impl FnOnce(u64) -> Record,
     ) -> Result<()> {
@@ -1246,7 +1291,11 @@ impl Store {
             self.delete_logged(name, Some(e.id))?;
         }
         let room = max_bytes.min(self.inner.budget.available());
-        let mut filter = self.blocking(|| make(room))?;
+        let mut filter = if large {
+            self.blocking(|| make(room))?
+        } else {
+            make(room)?
+        };
         if let AnyFilter::Scalable(s) = &mut filter {
             s.set_max_bytes(max_bytes);
         }
@@ -1289,6 +1338,7 @@ impl Store {
         self.create_with(
             name,
             max_bytes,
+            builds_large(spec),
             |room| build(spec, room),
             |id| Record::Create {
                 id,
@@ -1937,6 +1987,8 @@ impl Store {
         self.create_with(
             name,
             max_bytes,
+            // The header's sizes are not read before the build.
+            true,
             |room| {
                 let chain = ScalableBloomFilter::from_redis_header(header, room)?;
                 Ok(AnyFilter::Scalable(chain))
@@ -2648,6 +2700,31 @@ mod tests {
         }
     }
 
+    /// Small builds run where they are called; large ones (and specs that
+    /// cannot be sized) in the blocking hook.
+    #[test]
+    fn only_large_builds_count_as_large() {
+        let bloom = |capacity, layout| FilterSpec::Bloom {
+            capacity,
+            error_rate: 0.01,
+            layout,
+        };
+        for layout in [seen_core::Layout::Blocked, seen_core::Layout::Classic] {
+            // About 1.2 bytes an item at 1%.
+            assert!(!builds_large(&bloom(100, layout)));
+            assert!(!builds_large(&bloom(1_000_000, layout)));
+            assert!(builds_large(&bloom(10_000_000, layout)));
+        }
+        // Four bits a counter: a quarter of the items.
+        let counting = |capacity| FilterSpec::Counting {
+            capacity,
+            error_rate: 0.01,
+        };
+        assert!(!builds_large(&counting(500_000)));
+        assert!(builds_large(&counting(5_000_000)));
+        assert!(builds_large(&bloom(0, seen_core::Layout::Blocked)));
+    }
+
     /// Sets a blocking hook on `store` that counts its calls.
     fn counting_hook(store: &Store) -> Arc<AtomicU64> {
         let calls = Arc::new(AtomicU64::new(0));
@@ -2685,6 +2762,7 @@ mod tests {
             .create_with(
                 b"big",
                 u64::MAX,
+                true,
                 |room| {
                     let (tx, rx) = std::sync::mpsc::channel();
                     looker = Some(std::thread::spawn(move || {
