@@ -111,8 +111,8 @@ mod wal;
 
 pub use error::{Error, ErrorKind, Result};
 pub use record::FilterSpec;
-pub use store::{AddOutcome, BlockingHook, Pending, Recovery, Store, StoreOptions};
-pub use wal::FsyncPolicy;
+pub use store::{AddOutcome, Pending, Recovery, Store, StoreOptions};
+pub use wal::{BlockingHook, FsyncPolicy};
 
 /// A snapshot file of a data directory, read on its own (for `seen
 /// inspect`).

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seen_core::{
@@ -19,7 +19,7 @@ use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::ring::{self, Rings};
 use crate::snapshot;
-use crate::wal::{self, lock, FsyncPolicy, Wal};
+use crate::wal::{self, lock, BlockingHook, FsyncPolicy, Wal};
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
@@ -54,11 +54,6 @@ impl Default for StoreOptions {
         }
     }
 }
-
-/// Runs a call of the store that may block for long: see
-/// [`Store::set_blocking_hook`]. It must call the closure it is given,
-/// and must not catch a panic of it (the store then panics again).
-pub type BlockingHook = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// The result of adding a batch: whether each item was new, and the error
 /// that stopped the batch early, if one did (a full non-scaling filter).
@@ -604,8 +599,6 @@ struct Inner {
     /// Held by a creation (`create_with`), which builds its filter without
     /// the map's lock.
     creating: Mutex<()>,
-    /// See [`Store::set_blocking_hook`].
-    blocking_hook: OnceLock<BlockingHook>,
     _lock: File,
 }
 
@@ -1122,7 +1115,6 @@ impl Store {
                 checkpointing: Mutex::new(()),
                 recovering: Mutex::new(()),
                 creating: Mutex::new(()),
-                blocking_hook: OnceLock::new(),
                 _lock: lock_file,
             }),
         };
@@ -1351,36 +1343,22 @@ impl Store {
     /// Has the store run through `hook` the parts of its calls that may
     /// block for long: allocating and zeroing a filter (a create, a dump
     /// header's load, a scalable chain's growth), waiting for a sync that
-    /// is overdue under `everysec`, and the checkpoint that makes a
-    /// poisoned log usable again. A server on an async runtime passes a
-    /// hook that tells the runtime so (tokio's `block_in_place`): zeroing a
-    /// 1 GiB filter took 2.6 s on the project's VM, and with it running on
-    /// a worker thread of a tokio runtime no connection got an answer,
+    /// is overdue under `everysec`, the checkpoint that makes a poisoned
+    /// log usable again, and making a log segment when no spare is ready.
+    /// A server on an async runtime passes a hook that tells the runtime
+    /// so (tokio's `block_in_place`): zeroing a 1 GiB filter took 2.6 s on
+    /// the project's VM, and with it running on a worker thread of a tokio
+    /// runtime no connection got an answer,
     /// since no thread was left polling the sockets. The hook must call the
     /// closure it is given (if it does not, the store calls it after).
     /// Only the first hook set is kept: returns false for a later one.
     pub fn set_blocking_hook(&self, hook: BlockingHook) -> bool {
-        self.inner.blocking_hook.set(hook).is_ok()
+        self.inner.wal.set_blocking_hook(hook)
     }
 
     /// Runs `f`, which may block for long, through the blocking hook.
     fn blocking<R>(&self, f: impl FnOnce() -> R) -> R {
-        let Some(hook) = self.inner.blocking_hook.get() else {
-            return f();
-        };
-        let mut f = Some(f);
-        let mut out = None;
-        hook(&mut || {
-            if let Some(f) = f.take() {
-                out = Some(f());
-            }
-        });
-        match (out, f) {
-            (Some(r), _) => r,
-            (None, Some(f)) => f(),
-            // `f` was taken only by the call that set `out`.
-            (None, None) => unreachable!("the blocking hook's call gave no result"),
-        }
+        self.inner.wal.blocking(f)
     }
 
     /// A shared hold of `entry`'s state: while a chain grows (see
