@@ -185,41 +185,50 @@ impl EntryState {
 const LARGE_BUILD: u64 = 4 << 20;
 
 /// Whether building a filter of `spec` may zero [`LARGE_BUILD`] bytes or
-/// more: an estimate from the size of its bit array (a chain's first
-/// sub-filter; four bits a counter for a counting filter). A spec that
-/// cannot be sized counts as large (its build fails at once anyway).
+/// more, from the sizes the core would give it: a chain's first
+/// sub-filter at its tightened error rate (the classic layout's sized as
+/// seen's own classic filter, which is never smaller than RedisBloom's
+/// sizing), a counting filter's blocks of 128 counters. A spec that cannot
+/// be sized counts as large (its build fails at once anyway).
 fn builds_large(spec: &FilterSpec) -> bool {
-    let (capacity, error_rate, layout, bits_per) = match *spec {
+    let bytes = |(size, _): (u64, u32), layout| match layout {
+        // Blocks of 64 bytes in the blocked layout, bits in the classic.
+        seen_core::Layout::Blocked => size.saturating_mul(64),
+        _ => size / 8,
+    };
+    let sized = match *spec {
         FilterSpec::Bloom {
             capacity,
             error_rate,
             layout,
-        }
-        | FilterSpec::Scalable {
+        } => BloomFilter::builder(capacity, error_rate)
+            .layout(layout)
+            .size()
+            .map(|s| bytes(s, layout)),
+        FilterSpec::Scalable {
             capacity,
             error_rate,
             layout,
+            nonscaling,
             ..
-        } => (capacity, error_rate, layout, 1),
+        } => {
+            let first = if nonscaling {
+                error_rate
+            } else {
+                error_rate * seen_core::ERROR_TIGHTENING_RATIO
+            };
+            BloomFilter::builder(capacity, first)
+                .layout(layout)
+                .size()
+                .map(|s| bytes(s, layout))
+        }
         FilterSpec::Counting {
             capacity,
             error_rate,
-        } => (capacity, error_rate, seen_core::Layout::Blocked, 4),
+        } => seen_core::sizing::counting_size(capacity, error_rate)
+            .map(|s| bytes(s, seen_core::Layout::Blocked)),
     };
-    match BloomFilter::builder(capacity, error_rate)
-        .layout(layout)
-        .size()
-    {
-        // Blocks of 64 bytes in the blocked layout, bits in the classic.
-        Ok((size, _)) => {
-            let bytes = match layout {
-                seen_core::Layout::Blocked => size.saturating_mul(64),
-                _ => size / 8,
-            };
-            bytes.saturating_mul(bits_per) >= LARGE_BUILD
-        }
-        Err(_) => true,
-    }
+    sized.map_or(true, |b| b >= LARGE_BUILD)
 }
 
 fn build(spec: &FilterSpec, max_bytes: u64) -> Result<AnyFilter> {
@@ -1350,8 +1359,10 @@ impl Store {
     /// the project's VM, and with it running on a worker thread of a tokio
     /// runtime no connection got an answer,
     /// since no thread was left polling the sockets. The hook must call the
-    /// closure it is given (if it does not, the store calls it after).
-    /// Only the first hook set is kept: returns false for a later one.
+    /// closure it is given (if it does not, the store calls it after),
+    /// on the calling thread, and must not call into the store: it may run
+    /// while the store holds locks of its own. Only the first hook set is
+    /// kept: returns false for a later one.
     pub fn set_blocking_hook(&self, hook: BlockingHook) -> bool {
         self.inner.wal.set_blocking_hook(hook)
     }
@@ -2679,28 +2690,78 @@ mod tests {
     }
 
     /// Small builds run where they are called; large ones (and specs that
-    /// cannot be sized) in the blocking hook.
+    /// cannot be sized) in the blocking hook. Against the filters really
+    /// built, of every kind and layout from 10% to 1e-6: none of
+    /// [`LARGE_BUILD`] bytes or more is taken for small, and none taken
+    /// for large is under half of it.
     #[test]
     fn only_large_builds_count_as_large() {
-        let bloom = |capacity, layout| FilterSpec::Bloom {
-            capacity,
-            error_rate: 0.01,
-            layout,
-        };
-        for layout in [seen_core::Layout::Blocked, seen_core::Layout::Classic] {
-            // About 1.2 bytes an item at 1%.
-            assert!(!builds_large(&bloom(100, layout)));
-            assert!(!builds_large(&bloom(1_000_000, layout)));
-            assert!(builds_large(&bloom(10_000_000, layout)));
+        use seen_core::Layout::{Blocked, Classic};
+        let mut specs = Vec::new();
+        for error_rate in [0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6] {
+            let mut capacity = 1u64 << 12;
+            while capacity <= 1 << 24 {
+                for layout in [Blocked, Classic] {
+                    specs.push(FilterSpec::Bloom {
+                        capacity,
+                        error_rate,
+                        layout,
+                    });
+                    for nonscaling in [false, true] {
+                        specs.push(FilterSpec::Scalable {
+                            capacity,
+                            error_rate,
+                            layout,
+                            expansion: 2,
+                            nonscaling,
+                        });
+                    }
+                }
+                specs.push(FilterSpec::Counting {
+                    capacity,
+                    error_rate,
+                });
+                capacity = capacity * 3 / 2;
+            }
         }
-        // Four bits a counter: a quarter of the items.
-        let counting = |capacity| FilterSpec::Counting {
-            capacity,
+        let mut checked = 0;
+        for spec in &specs {
+            let large = builds_large(spec);
+            if large && !near_the_threshold(spec) {
+                // Far past the threshold: not worth building.
+                continue;
+            }
+            let built = any_memory_bytes(&build(spec, u64::MAX).unwrap());
+            if built >= LARGE_BUILD {
+                assert!(large, "{spec:?}: {built} bytes built, taken for small");
+            }
+            if large {
+                assert!(
+                    built >= LARGE_BUILD / 2,
+                    "{spec:?}: {built} bytes, taken for large"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked > 100, "{checked}");
+        let zero = FilterSpec::Bloom {
+            capacity: 0,
             error_rate: 0.01,
+            layout: Blocked,
         };
-        assert!(!builds_large(&counting(500_000)));
-        assert!(builds_large(&counting(5_000_000)));
-        assert!(builds_large(&bloom(0, seen_core::Layout::Blocked)));
+        assert!(builds_large(&zero));
+    }
+
+    /// Whether `spec` is small with its capacity divided by 16: a
+    /// filter near the threshold, worth building to check.
+    fn near_the_threshold(spec: &FilterSpec) -> bool {
+        let mut small = *spec;
+        match &mut small {
+            FilterSpec::Bloom { capacity, .. }
+            | FilterSpec::Scalable { capacity, .. }
+            | FilterSpec::Counting { capacity, .. } => *capacity /= 16,
+        }
+        !builds_large(&small)
     }
 
     /// Sets a blocking hook on `store` that counts its calls.
