@@ -19,7 +19,7 @@
 //! memory; CPUs 8 apart share a shard on larger machines.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::CachePadded;
@@ -65,6 +65,9 @@ pub(crate) struct CpuLock<T> {
     /// `long`'s count, written under its mutex, for a look without it
     /// ([`long_held`](Self::long_held)).
     long_now: AtomicUsize,
+    /// An exclusive holder has said it keeps the lock for long
+    /// ([`mark_long_write`](Self::mark_long_write)).
+    writing_long: AtomicBool,
     value: UnsafeCell<T>,
 }
 
@@ -143,6 +146,7 @@ impl<T> CpuLock<T> {
             long: Mutex::new(0),
             long_done: Condvar::new(),
             long_now: AtomicUsize::new(0),
+            writing_long: AtomicBool::new(false),
             value: UnsafeCell::new(value),
         }
     }
@@ -186,11 +190,25 @@ impl<T> CpuLock<T> {
         }
     }
 
-    /// Whether a long shared hold is on now ([`read_long`](Self::read_long)),
-    /// which an exclusive hold taken now would wait for: a hint, read
-    /// without the mutex.
-    pub(crate) fn long_held(&self) -> bool {
-        self.long_now.load(Ordering::Relaxed) > 0
+    /// Said by an exclusive holder (`on`) before it keeps the lock for long
+    /// (a chain's growth, seconds for a GiB), and (`!on`) after: holds
+    /// asked for meanwhile know they would wait long
+    /// ([`read_waits_long`](Self::read_waits_long)).
+    pub(crate) fn mark_long_write(&self, on: bool) {
+        self.writing_long.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a shared hold taken now would wait long: an exclusive
+    /// holder said it keeps the lock for long. A hint.
+    pub(crate) fn read_waits_long(&self) -> bool {
+        self.writing_long.load(Ordering::Relaxed)
+    }
+
+    /// Whether an exclusive hold taken now would wait long: a long shared
+    /// hold is on ([`read_long`](Self::read_long)), or an exclusive holder
+    /// said it keeps the lock for long. A hint, read without the mutex.
+    pub(crate) fn write_waits_long(&self) -> bool {
+        self.long_now.load(Ordering::Relaxed) > 0 || self.read_waits_long()
     }
 
     /// An exclusive hold.

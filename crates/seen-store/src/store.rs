@@ -111,10 +111,6 @@ struct Entry {
     /// CPU it runs on, so writers on several cores do not pass one lock
     /// word between their caches on every call.
     state: CpuLock<EntryState>,
-    /// A chain is growing, under an exclusive hold of `state` (allocating
-    /// and zeroing its next sub-filter, seconds for a GiB): holds taken
-    /// meanwhile wait in the blocking hook (see `Store::hold_shared`).
-    growing: AtomicBool,
     /// A fixed-size blocked Bloom filter's hash and block addresses,
     /// copied out of it when the entry is made, so that a single-item add
     /// hashes its item before it takes `state` (see `add_to_entry`). Such
@@ -143,7 +139,6 @@ impl Entry {
             id,
             name,
             state: CpuLock::new(state),
-            growing: AtomicBool::new(false),
             prefetcher,
             charge,
         }
@@ -1372,13 +1367,13 @@ impl Store {
         self.inner.wal.blocking(f)
     }
 
-    /// A shared hold of `entry`'s state: while a chain grows (see
-    /// [`Entry::growing`]), the wait for it runs in the blocking hook. (A
-    /// fixed-size blocked filter, the one with a prefetcher, never grows:
-    /// its adds do not read the flag.)
+    /// A shared hold of `entry`'s state: while a chain grows (an exclusive
+    /// hold marked long, see `add_chain`), the wait for it runs in the
+    /// blocking hook. (A fixed-size blocked filter, the one with a
+    /// prefetcher, never grows: its adds do not look.)
     #[inline]
     fn hold_shared<'a>(&self, entry: &'a Entry) -> CpuLockReadGuard<'a, EntryState> {
-        if entry.prefetcher.is_none() && entry.growing.load(Ordering::Relaxed) {
+        if entry.prefetcher.is_none() && entry.state.read_waits_long() {
             self.blocking(|| entry.state.read())
         } else {
             entry.state.read()
@@ -1387,9 +1382,10 @@ impl Store {
 
     /// An exclusive hold of `entry`'s state. While a checkpoint copies the
     /// filter (a long shared hold) the hold waits for the copy to end, a
-    /// second or more for a GiB: that wait runs in the blocking hook.
+    /// second or more for a GiB, and while a chain grows for the growth:
+    /// those waits run in the blocking hook.
     fn hold_exclusively<'a>(&self, entry: &'a Entry) -> CpuLockWriteGuard<'a, EntryState> {
-        if entry.state.long_held() || entry.growing.load(Ordering::Relaxed) {
+        if entry.state.write_waits_long() {
             self.blocking(|| entry.state.write())
         } else {
             entry.state.write()
@@ -1602,9 +1598,9 @@ impl Store {
                         None => {
                             // A growth allocates and zeroes a sub-filter.
                             let asked = if chain.grows_next() {
-                                entry.growing.store(true, Ordering::Relaxed);
+                                entry.state.mark_long_write(true);
                                 let r = self.blocking(|| chain.room_mut());
-                                entry.growing.store(false, Ordering::Relaxed);
+                                entry.state.mark_long_write(false);
                                 r
                             } else {
                                 chain.room_mut()
