@@ -138,9 +138,9 @@ pub(crate) async fn serve(
             }
             if !reqs.is_empty() {
                 // Off the event loop when the store may block: under
-                // `always` every mutation waits for an fsync, under
-                // `everysec` while a sync is overdue (so that lookups,
-                // INFO and SHUTDOWN go on meanwhile on other workers).
+                // `always` every mutation waits for an fsync (the store's
+                // other long waits run in its blocking hook), so that
+                // lookups, INFO and SHUTDOWN go on meanwhile.
                 if shared.store.may_block() {
                     blocking(|| run_batch(&shared, &mut client, &reqs, &mut output));
                 } else {

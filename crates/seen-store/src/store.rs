@@ -1895,8 +1895,8 @@ impl Store {
 
     /// Looks items up; `None` if the filter does not exist. (A lookup that
     /// finds its filter expired deletes it, a mutation: under `everysec`
-    /// it may then wait for an overdue sync, see
-    /// [`may_block`](Self::may_block).)
+    /// it may then wait for an overdue sync, in the blocking hook, see
+    /// [`set_blocking_hook`](Self::set_blocking_hook).)
     pub fn contains(&self, name: &[u8], items: &[&[u8]]) -> Result<Option<Vec<bool>>> {
         let (out, pending) = self.contains_pending(name, items)?;
         self.wait(pending)?;
@@ -1951,17 +1951,14 @@ impl Store {
         self.inner.wal.commit(pending.0)
     }
 
-    /// Whether a mutation, or [`wait`](Self::wait) for one, may block now,
-    /// for a disk's time: always under the `always` policy (the wait is
-    /// for an fsync); under `everysec` while a sync is overdue (a mutation
-    /// first waits for one, see [`unsynced_for`](Self::unsynced_for)); and
-    /// while the log is poisoned (the next mutation first checkpoints). An
-    /// async caller then moves its mutations off its event loop. A hint,
-    /// read before a batch: a sync can fall overdue while the batch runs,
-    /// and one call then waits for it where it is.
+    /// Whether a mutation, or [`wait`](Self::wait) for one, blocks for a
+    /// disk's time outside the blocking hook: under the `always` policy
+    /// (the wait is for an fsync). An async caller then moves its
+    /// mutations off its event loop. (Other waits, for a sync overdue
+    /// under `everysec` or a poisoned log's checkpoint, run in the hook:
+    /// see [`set_blocking_hook`](Self::set_blocking_hook).)
     pub fn may_block(&self) -> bool {
-        let wal = &self.inner.wal;
-        self.inner.opts.fsync == FsyncPolicy::Always || wal.is_overdue() || wal.is_poisoned()
+        self.inner.opts.fsync == FsyncPolicy::Always
     }
 
     /// `BF.LOADCHUNK name 1 header`: creates a zeroed RedisBloom chain from
