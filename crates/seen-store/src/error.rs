@@ -95,8 +95,9 @@ pub enum ErrorKind {
     /// The operation does not apply to this kind of filter.
     #[error("{0}")]
     WrongKind(&'static str),
-    /// An earlier sync failed; the log cannot promise durability until the
-    /// store is reopened.
+    /// An earlier sync failed (or panicked, a bug); the log cannot promise
+    /// durability until a checkpoint has rewritten every filter, which the
+    /// store's next mutation tries first.
     #[error("the write-ahead log is unusable after a failed sync: {0}")]
     Poisoned(String),
 }

@@ -757,6 +757,25 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
+/// Runs its closure when dropped, unless disarmed first: what a panic (a
+/// bug) between its making and its disarming must put right, so that a
+/// flag it leaves set does not hold every later caller up for ever.
+struct OnUnwind<F: FnMut()>(Option<F>);
+
+impl<F: FnMut()> OnUnwind<F> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnMut()> Drop for OnUnwind<F> {
+    fn drop(&mut self) {
+        if let Some(f) = &mut self.0 {
+            f();
+        }
+    }
+}
+
 /// Takes each of `items` with `take(item, wait)`, which says whether it is
 /// done with the item: first in passes with `wait` false, while `patient()`
 /// (at least one pass, however long this thread waited for the CPU, and
@@ -1113,7 +1132,15 @@ impl Wal {
                             next = due;
                             continue;
                         }
-                        let (synced, copied) = wal.timed_sync();
+                        // A panic (a bug) poisons the log if it came in
+                        // the sync itself (`lead_sync`); this thread goes
+                        // on, so that syncs resume after a checkpoint.
+                        let sync = std::panic::AssertUnwindSafe(|| wal.timed_sync());
+                        let Ok((synced, copied)) = std::panic::catch_unwind(sync) else {
+                            tracing::error!("background log sync panicked (a bug in seen-store)");
+                            next = Instant::now() + Duration::from_secs(1);
+                            continue;
+                        };
                         if let (Ok(()), Err(e)) = (&synced, copied) {
                             tracing::error!("staged adds not copied into the log: {e}");
                         }
@@ -2189,8 +2216,14 @@ impl Wal {
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                // The flag goes down after the sync, or if the sync panics
+                // (a bug), so that the writers waiting here do not wait
+                // for ever.
+                let leading = OnUnwind(Some(|| {
+                    self.overdue_leader.store(false, Ordering::Release);
+                }));
                 let (led, _) = self.timed_sync();
-                self.overdue_leader.store(false, Ordering::Release);
+                drop(leading);
                 drop(lock(&self.sync));
                 self.synced_cv.notify_all();
                 led?;
@@ -2302,9 +2335,34 @@ impl Wal {
         self.lead_sync()
     }
 
+    /// After a sync that panicked (a bug): lets go of `in_progress` and
+    /// poisons the log, as a failed sync does, since what the sync made
+    /// durable is unknown. Writers then get an error instead of waiting
+    /// for ever, and a checkpoint makes the log usable again
+    /// ([`reset_after_checkpoint`](Self::reset_after_checkpoint)).
+    #[cold]
+    fn poison_after_panic(&self) {
+        let mut s = lock(&self.sync);
+        s.in_progress = false;
+        self.sync_running.store(false, Ordering::Release);
+        if s.poisoned.is_none() {
+            let msg = "a sync panicked (a bug in seen-store); what it made durable is unknown";
+            tracing::error!("{msg}");
+            s.poisoned = Some(msg.to_string());
+            s.poison_epoch += 1;
+            self.poisoned.store(true, Ordering::Release);
+        }
+        drop(s);
+        self.synced_cv.notify_all();
+    }
+
     /// The sync of a leader (`in_progress` set by the caller): every lane's
     /// files, then `synced_lsn` moved to what they cover.
     fn lead_sync(&self) -> Result<()> {
+        // A panic from here to the end (a bug) must not leave `in_progress`
+        // set: every later sync would wait for it for ever, and under
+        // `always` every writer with it.
+        let leading = OnUnwind(Some(|| self.poison_after_panic()));
         // Lead: sync everything appended so far, for us and every waiter.
         // Every lsn up to `target` has been handed out; taking each lane's
         // mutex waits for any append still writing one of them.
@@ -2411,6 +2469,7 @@ impl Wal {
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
+        leading.disarm();
         let mut s = lock(&self.sync);
         s.in_progress = false;
         self.sync_running.store(false, Ordering::Release);
@@ -3441,12 +3500,14 @@ mod tests {
     }
 
     /// The real file system, but the sync of the file created (or opened)
-    /// at the path in `fail`, when it holds one, fails with EIO; and with
-    /// `other_boot`, after a reboot: another boot id, so that the reader
-    /// uses the sync mark.
+    /// at the path in `fail`, when it holds one, fails with EIO; every
+    /// file's sync panics while `panic` is set; and with `other_boot`,
+    /// after a reboot: another boot id, so that the reader uses the sync
+    /// mark.
     #[derive(Default)]
     struct TestFs {
         fail: Arc<Mutex<Option<PathBuf>>>,
+        panic: Arc<AtomicBool>,
         other_boot: bool,
     }
 
@@ -3463,6 +3524,7 @@ mod tests {
         inner: Box<dyn FsFile>,
         created: PathBuf,
         fail: Arc<Mutex<Option<PathBuf>>>,
+        panic: Arc<AtomicBool>,
     }
 
     impl FsFile for FailSyncFile {
@@ -3470,6 +3532,9 @@ mod tests {
             self.inner.write_all(buf)
         }
         fn sync_data(&self) -> std::io::Result<()> {
+            if self.panic.load(Ordering::SeqCst) {
+                panic!("sync of {} (test)", self.created.display());
+            }
             if lock(&self.fail).as_ref() == Some(&self.created) {
                 return Err(std::io::Error::from_raw_os_error(libc::EIO));
             }
@@ -3492,6 +3557,7 @@ mod tests {
                 inner: self.inner.try_clone()?,
                 created: self.created.clone(),
                 fail: self.fail.clone(),
+                panic: self.panic.clone(),
             }))
         }
     }
@@ -3502,6 +3568,7 @@ mod tests {
                 inner: RealFs.create(path)?,
                 created: path.to_path_buf(),
                 fail: self.fail.clone(),
+                panic: self.panic.clone(),
             }))
         }
         fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
@@ -3509,6 +3576,7 @@ mod tests {
                 inner: RealFs.open_rw(path)?,
                 created: path.to_path_buf(),
                 fail: self.fail.clone(),
+                panic: self.panic.clone(),
             }))
         }
         fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
@@ -3939,6 +4007,109 @@ mod tests {
             let (_dir, _fs, other) = fresh_wal(policy, 1 << 20);
             assert!(!other.refresh_overdue(), "{policy:?}");
         }
+    }
+
+    /// `f()` on a thread of its own: its result, or a panic naming `what`
+    /// if it has not returned within 10 s (it waits for ever).
+    fn within_10s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{what}: still waiting after 10 s"))
+    }
+
+    #[test]
+    fn a_sync_that_panics_poisons_the_log_rather_than_hold_up_every_later_one() {
+        // A panic in a sync (a bug) left its `in_progress` flag set, and an
+        // overdue sync's leader its flag: every later sync, and every
+        // writer waiting for an overdue one, waited for ever.
+        let dir = tempfile::tempdir().unwrap();
+        let fs = TestFs::default();
+        let panic = fs.panic.clone();
+        let wal = Wal::open(
+            Arc::new(fs),
+            dir.path().to_path_buf(),
+            FsyncPolicy::EverySec,
+            1 << 20,
+            1,
+            vec![],
+            None,
+        )
+        .unwrap();
+        // No syncer from here on (nor page helper).
+        stop_helper(&wal);
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        wal.append_hashes(2, 1, &h, false).unwrap();
+        // A sync overdue: this writer leads it, and it panics.
+        std::thread::sleep(SYNC_OVERDUE + Duration::from_millis(100));
+        assert!(wal.refresh_overdue());
+        panic.store(true, Ordering::SeqCst);
+        let overdue =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wal.wait_for_overdue_sync()));
+        assert!(overdue.is_err(), "the sync did not panic");
+        panic.store(false, Ordering::SeqCst);
+        assert!(!wal.overdue_leader.load(Ordering::Acquire));
+        assert!(!lock(&wal.sync).in_progress);
+        // The next sync, and the next writer to find one overdue, get the
+        // poisoning at once.
+        assert!(wal.is_poisoned());
+        let w = wal.clone();
+        let e = within_10s("a sync after one that panicked", move || w.sync_all()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Poisoned(_)), "{e}");
+        assert!(e.to_string().contains("panicked"), "{e}");
+        let w = wal.clone();
+        let e = within_10s("a writer waiting for an overdue sync", move || {
+            w.wait_for_overdue_sync()
+        })
+        .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Poisoned(_)), "{e}");
+        assert!(wal.append_hashes(2, 1, &h, false).is_err());
+        // A checkpoint's reset makes the log usable again, and its syncs
+        // work.
+        wal.reset_after_checkpoint(wal.poison_epoch().unwrap())
+            .unwrap();
+        let lsn = wal.append_hashes(2, 1, &h, false).unwrap();
+        let w = wal.clone();
+        within_10s("a sync after the reset", move || w.sync_all()).unwrap();
+        assert!(wal.synced_lsn.load(Ordering::Acquire) >= lsn);
+    }
+
+    #[test]
+    fn the_syncer_goes_on_after_a_sync_of_its_panics() {
+        // A panic in the background sync (a bug) ended its thread: after
+        // the checkpoint that makes the poisoned log usable again, no
+        // sync came unless a writer found one overdue.
+        let dir = tempfile::tempdir().unwrap();
+        let fs = TestFs::default();
+        let panic = fs.panic.clone();
+        let wal = Wal::open(
+            Arc::new(fs),
+            dir.path().to_path_buf(),
+            FsyncPolicy::EverySec,
+            1 << 20,
+            1,
+            vec![],
+            None,
+        )
+        .unwrap();
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        wal.append_hashes(2, 1, &h, false).unwrap();
+        panic.store(true, Ordering::SeqCst);
+        eventually_within("the syncer's sync panics", Duration::from_secs(5), || {
+            wal.is_poisoned()
+        });
+        panic.store(false, Ordering::SeqCst);
+        wal.reset_after_checkpoint(wal.poison_epoch().unwrap())
+            .unwrap();
+        let syncs = wal.syncs.load(Ordering::Relaxed);
+        let lsn = wal.append_hashes(2, 1, &h, false).unwrap();
+        eventually_within("the syncer's next sync", Duration::from_secs(5), || {
+            wal.synced_lsn.load(Ordering::Acquire) >= lsn
+        });
+        assert!(wal.syncs.load(Ordering::Relaxed) > syncs);
+        assert!(!wal.is_poisoned());
     }
 
     #[test]

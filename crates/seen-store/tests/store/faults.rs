@@ -19,6 +19,8 @@ use crate::basics::bloom;
 struct Faults {
     enospc_allocate: AtomicBool,
     eio_sync: AtomicBool,
+    /// Syncs of files panic (a bug in the store's sync, say).
+    panic_sync: AtomicBool,
     short_write: AtomicBool,
     /// Renames of a log lane's spare segment fail (counted).
     fail_spare_rename: AtomicBool,
@@ -74,6 +76,9 @@ impl FsFile for FaultyFile {
         self.inner.write_all(buf)
     }
     fn sync_data(&self) -> io::Result<()> {
+        if self.faults.panic_sync.load(Ordering::SeqCst) {
+            panic!("a sync panics (test)");
+        }
         if self.faults.eio_sync.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
@@ -394,6 +399,47 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
     check_acked(dir.path(), &acked);
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(s.contains(b"expired", &[&item(0)]).unwrap(), None);
+}
+
+#[test]
+fn a_sync_that_panics_holds_up_no_later_write_and_loses_nothing() {
+    // A panic inside a sync (a bug) left the log's "sync in progress" flag
+    // set, and every later add under `always` waited for that sync for
+    // ever.
+    let dir = tempfile::tempdir().unwrap();
+    let (s, faults) = faulty(dir.path(), FsyncPolicy::Always);
+    s.create(b"f", &bloom()).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..100 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+        acked.push(i);
+    }
+    faults.panic_sync.store(true, Ordering::SeqCst);
+    let add = std::panic::AssertUnwindSafe(|| s.add(b"f", &[&item(100)], None));
+    assert!(
+        std::panic::catch_unwind(add).is_err(),
+        "the sync did not panic"
+    );
+    faults.panic_sync.store(false, Ordering::SeqCst);
+    // The next add recovers the log (a checkpoint, as after a failed
+    // sync) and is acknowledged; on a thread of its own, so that a wait
+    // for ever fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = s.clone();
+    std::thread::spawn(move || {
+        let added: Vec<_> = (101..200)
+            .map(|i| writer.add(b"f", &[&item(i)], None).map(|_| i))
+            .collect();
+        let _ = tx.send(added);
+    });
+    let added = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("adds after a sync that panicked still waiting after 30 s");
+    for a in added {
+        acked.push(a.unwrap());
+    }
+    drop(s);
+    check_acked(dir.path(), &acked);
 }
 
 /// A roll whose spare segment cannot be renamed makes its segment the slow
