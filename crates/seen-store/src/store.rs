@@ -1270,7 +1270,12 @@ impl Store {
             Ok(one) => one,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
-                self.blocking(|| lock(&self.inner.creating))
+                let one = self.blocking(|| lock(&self.inner.creating));
+                // The wait can be long (another's large build): the log
+                // may have been poisoned meanwhile (recover first), or its
+                // sync become overdue (wait for one).
+                self.ready_to_write()?;
+                one
             }
         };
         // Only creations add names to the map, so what this finds holds
@@ -2822,6 +2827,41 @@ mod tests {
             "the build ran in the hook"
         );
         assert_eq!(store.contains(b"big", &[b"x"]).unwrap(), Some(vec![false]));
+    }
+
+    /// A create that waited for another creation looks at the log again
+    /// before it logs: poisoned meanwhile, it recovers the log (a
+    /// checkpoint) and succeeds, where it used to fail.
+    #[test]
+    fn a_create_that_waited_for_another_recovers_a_log_poisoned_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
+        let hooked = counting_hook(&store);
+        let spec = FilterSpec::Bloom {
+            capacity: 1000,
+            error_rate: 0.01,
+            layout: seen_core::Layout::Blocked,
+        };
+        store.create(b"a", &spec).unwrap();
+        store.add(b"a", &[b"x"], None).unwrap();
+        let creating = lock(&store.inner.creating);
+        let other = store.clone();
+        let late = std::thread::spawn(move || other.create(b"late", &spec));
+        let start = std::time::Instant::now();
+        while hooked.load(Ordering::SeqCst) == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "no wait");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // It waits for the creation under way: the log is poisoned now.
+        store.inner.wal.poison_for_test();
+        drop(creating);
+        late.join().unwrap().unwrap();
+        assert!(!store.inner.wal.is_poisoned());
+        assert_eq!(store.contains(b"late", &[b"x"]).unwrap(), Some(vec![false]));
+        drop(store);
+        let store = Store::open(dir.path(), no_sync()).unwrap();
+        assert_eq!(store.contains(b"a", &[b"x"]).unwrap(), Some(vec![true]));
+        assert_eq!(store.contains(b"late", &[b"x"]).unwrap(), Some(vec![false]));
     }
 
     /// A chain's growth, which allocates and zeroes its next sub-filter,

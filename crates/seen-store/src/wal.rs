@@ -2356,6 +2356,15 @@ impl Wal {
         self.synced_cv.notify_all();
     }
 
+    /// Tests: poisons the log, as a failed sync does.
+    #[cfg(test)]
+    pub(crate) fn poison_for_test(&self) {
+        let mut s = lock(&self.sync);
+        s.poisoned = Some("sync failed (test)".into());
+        s.poison_epoch += 1;
+        self.poisoned.store(true, Ordering::Release);
+    }
+
     /// The sync of a leader (`in_progress` set by the caller): every lane's
     /// files, then `synced_lsn` moved to what they cover.
     fn lead_sync(&self) -> Result<()> {
@@ -3645,19 +3654,13 @@ mod tests {
     }
 
     /// Poisons the log as a failed sync does.
-    fn poison(wal: &Wal) {
-        let mut s = lock(&wal.sync);
-        s.poisoned = Some("sync failed (test)".into());
-        s.poison_epoch += 1;
-        wal.poisoned.store(true, Ordering::Release);
-    }
 
     #[test]
     fn a_poisoned_log_takes_no_record_until_the_reset_for_its_poisoning() {
         let (_dir, _fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
         let h = [ItemHash { lo: 1, hi: 2 }];
         wal.append_hashes(2, 1, &h, true).unwrap();
-        poison(&wal);
+        wal.poison_for_test();
         let epoch = wal.poison_epoch().unwrap();
         let before = wal.last_lsn();
         for ordered in [false, true] {
@@ -3944,7 +3947,7 @@ mod tests {
         assert!(since + began <= wal.opened.elapsed(), "{since:?} {began:?}");
         // A failed sync does not move it: it keeps growing. (A sync that
         // succeeds after the poisoning began before it.)
-        poison(&wal);
+        wal.poison_for_test();
         std::thread::sleep(Duration::from_millis(2200));
         assert!(wal.sync_all().is_err(), "a poisoned log's sync fails");
         let since = wal.unsynced_for().unwrap();
@@ -3995,7 +3998,7 @@ mod tests {
         // A poisoned log's syncs fail: overdue once the last that
         // succeeded began SYNC_OVERDUE ago, and a writer waiting for a
         // sync gets the poisoning at once rather than wait.
-        poison(&wal);
+        wal.poison_for_test();
         eventually_within("overdue", Duration::from_secs(5), || wal.is_overdue());
         assert!(wal.unsynced_for().unwrap() > SYNC_OVERDUE);
         let start = Instant::now();
