@@ -2638,11 +2638,7 @@ mod tests {
     fn a_filter_deleted_during_a_checkpoint_is_not_copied() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
-        let spec = FilterSpec::Bloom {
-            capacity: 1000,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-        };
+        let spec = small_bloom();
         for name in [b"a", b"b"] {
             store.create(name, &spec).unwrap();
             store.add(name, &[b"x"], None).unwrap();
@@ -2784,11 +2780,7 @@ mod tests {
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = counting_hook(&store);
         assert!(!store.set_blocking_hook(Box::new(|f| f())));
-        let spec = FilterSpec::Bloom {
-            capacity: 1000,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-        };
+        let spec = small_bloom();
         store.create(b"a", &spec).unwrap();
         store.add(b"a", &[b"x"], None).unwrap();
         let before = hooked.load(Ordering::SeqCst);
@@ -2837,11 +2829,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = counting_hook(&store);
-        let spec = FilterSpec::Bloom {
-            capacity: 1000,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-        };
+        let spec = small_bloom();
         store.create(b"a", &spec).unwrap();
         store.add(b"a", &[b"x"], None).unwrap();
         let creating = lock(&store.inner.creating);
@@ -2914,11 +2902,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = counting_hook(&store);
-        let fixed = FilterSpec::Bloom {
-            capacity: 1000,
-            error_rate: 0.01,
-            layout: seen_core::Layout::Blocked,
-        };
+        let fixed = small_bloom();
         let chain = chain_spec(false);
         store.create(b"b", &fixed).unwrap();
         store.create(b"c", &chain).unwrap();
@@ -3185,6 +3169,15 @@ mod tests {
             store.contains(b"n", &[b"old", b"new"]).unwrap(),
             Some(vec![false, true])
         );
+    }
+
+    /// A fixed-size Bloom filter of 1,000 items at 1%, blocked.
+    fn small_bloom() -> FilterSpec {
+        FilterSpec::Bloom {
+            capacity: 1000,
+            error_rate: 0.01,
+            layout: seen_core::Layout::Blocked,
+        }
     }
 
     fn chain_spec(nonscaling: bool) -> FilterSpec {

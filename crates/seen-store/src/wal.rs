@@ -4023,11 +4023,9 @@ mod tests {
             .unwrap_or_else(|_| panic!("{what}: still waiting after 10 s"))
     }
 
-    #[test]
-    fn a_sync_that_panics_poisons_the_log_rather_than_hold_up_every_later_one() {
-        // A panic in a sync (a bug) left its `in_progress` flag set, and an
-        // overdue sync's leader its flag: every later sync, and every
-        // writer waiting for an overdue one, waited for ever.
+    /// A new log under `EverySec` on a [`TestFs`], and the switch that
+    /// makes its syncs panic.
+    fn panicking_wal() -> (tempfile::TempDir, Arc<AtomicBool>, Arc<Wal>) {
         let dir = tempfile::tempdir().unwrap();
         let fs = TestFs::default();
         let panic = fs.panic.clone();
@@ -4041,6 +4039,15 @@ mod tests {
             None,
         )
         .unwrap();
+        (dir, panic, wal)
+    }
+
+    #[test]
+    fn a_sync_that_panics_poisons_the_log_rather_than_hold_up_every_later_one() {
+        // A panic in a sync (a bug) left its `in_progress` flag set, and an
+        // overdue sync's leader its flag: every later sync, and every
+        // writer waiting for an overdue one, waited for ever.
+        let (_dir, panic, wal) = panicking_wal();
         // No syncer from here on (nor page helper).
         stop_helper(&wal);
         let h = [ItemHash { lo: 1, hi: 2 }];
@@ -4084,19 +4091,7 @@ mod tests {
         // A panic in the background sync (a bug) ended its thread: after
         // the checkpoint that makes the poisoned log usable again, no
         // sync came unless a writer found one overdue.
-        let dir = tempfile::tempdir().unwrap();
-        let fs = TestFs::default();
-        let panic = fs.panic.clone();
-        let wal = Wal::open(
-            Arc::new(fs),
-            dir.path().to_path_buf(),
-            FsyncPolicy::EverySec,
-            1 << 20,
-            1,
-            vec![],
-            None,
-        )
-        .unwrap();
+        let (_dir, panic, wal) = panicking_wal();
         let h = [ItemHash { lo: 1, hi: 2 }];
         wal.append_hashes(2, 1, &h, false).unwrap();
         panic.store(true, Ordering::SeqCst);
