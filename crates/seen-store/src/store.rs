@@ -1293,7 +1293,10 @@ impl Store {
         }
         let room = max_bytes.min(self.inner.budget.available());
         let mut filter = if large {
-            self.blocking(|| make(room))?
+            let built = self.blocking(|| make(room))?;
+            // As after the wait above: the build can take seconds.
+            self.ready_to_write()?;
+            built
         } else {
             make(room)?
         };
@@ -2821,35 +2824,58 @@ mod tests {
         assert_eq!(store.contains(b"big", &[b"x"]).unwrap(), Some(vec![false]));
     }
 
-    /// A create that waited for another creation looks at the log again
-    /// before it logs: poisoned meanwhile, it recovers the log (a
-    /// checkpoint) and succeeds, where it used to fail.
+    /// A create that waited for another creation, or built a large filter,
+    /// looks at the log again before it logs: poisoned meanwhile, it
+    /// recovers the log (a checkpoint) and succeeds, where it used to fail.
     #[test]
-    fn a_create_that_waited_for_another_recovers_a_log_poisoned_meanwhile() {
+    fn a_create_recovers_a_log_poisoned_while_it_waited_or_built() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), no_sync()).unwrap());
         let hooked = counting_hook(&store);
         let spec = small_bloom();
         store.create(b"a", &spec).unwrap();
         store.add(b"a", &[b"x"], None).unwrap();
+        // Poisoned while it waits for the creation under way.
         let creating = lock(&store.inner.creating);
+        let base = hooked.load(Ordering::SeqCst);
+        let (tx, rx) = std::sync::mpsc::channel();
         let other = store.clone();
-        let late = std::thread::spawn(move || other.create(b"late", &spec));
+        std::thread::spawn(move || tx.send(other.create(b"late", &spec)));
         let start = std::time::Instant::now();
-        while hooked.load(Ordering::SeqCst) == 0 {
+        while hooked.load(Ordering::SeqCst) == base {
             assert!(start.elapsed() < Duration::from_secs(10), "no wait");
             std::thread::sleep(Duration::from_millis(1));
         }
-        // It waits for the creation under way: the log is poisoned now.
         store.inner.wal.poison_for_test();
         drop(creating);
-        late.join().unwrap().unwrap();
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the create still waiting after 10 s")
+            .unwrap();
         assert!(!store.inner.wal.is_poisoned());
-        assert_eq!(store.contains(b"late", &[b"x"]).unwrap(), Some(vec![false]));
+        // Poisoned while it builds its (large) filter.
+        store
+            .create_with(
+                b"built",
+                u64::MAX,
+                true,
+                |room| {
+                    store.inner.wal.poison_for_test();
+                    build(&spec, room)
+                },
+                |id| Record::Create {
+                    id,
+                    spec,
+                    name: b"built".to_vec(),
+                },
+            )
+            .unwrap();
+        assert!(!store.inner.wal.is_poisoned());
         drop(store);
         let store = Store::open(dir.path(), no_sync()).unwrap();
         assert_eq!(store.contains(b"a", &[b"x"]).unwrap(), Some(vec![true]));
-        assert_eq!(store.contains(b"late", &[b"x"]).unwrap(), Some(vec![false]));
+        for name in [&b"late"[..], b"built"] {
+            assert_eq!(store.contains(name, &[b"x"]).unwrap(), Some(vec![false]));
+        }
     }
 
     /// A chain's growth, which allocates and zeroes its next sub-filter,

@@ -757,18 +757,19 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
-/// Runs its closure when dropped, unless disarmed first: what a panic (a
-/// bug) between its making and its disarming must put right, so that a
-/// flag it leaves set does not hold every later caller up for ever.
-struct OnUnwind<F: FnMut()>(Option<F>);
+/// Runs its closure when dropped, unless disarmed first: at the end of its
+/// scope, and also when a panic (a bug) unwinds through it, so that a flag
+/// set for the scope is not left set, holding every later caller up for
+/// ever. Disarmed at the end of the normal path, it runs only on a panic.
+struct Deferred<F: FnMut()>(Option<F>);
 
-impl<F: FnMut()> OnUnwind<F> {
+impl<F: FnMut()> Deferred<F> {
     fn disarm(mut self) {
         self.0 = None;
     }
 }
 
-impl<F: FnMut()> Drop for OnUnwind<F> {
+impl<F: FnMut()> Drop for Deferred<F> {
     fn drop(&mut self) {
         if let Some(f) = &mut self.0 {
             f();
@@ -2219,7 +2220,7 @@ impl Wal {
                 // The flag goes down after the sync, or if the sync panics
                 // (a bug), so that the writers waiting here do not wait
                 // for ever.
-                let leading = OnUnwind(Some(|| {
+                let leading = Deferred(Some(|| {
                     self.overdue_leader.store(false, Ordering::Release);
                 }));
                 let (led, _) = self.timed_sync();
@@ -2336,10 +2337,14 @@ impl Wal {
     }
 
     /// After a sync that panicked (a bug): lets go of `in_progress` and
-    /// poisons the log, as a failed sync does, since what the sync made
-    /// durable is unknown. Writers then get an error instead of waiting
-    /// for ever, and a checkpoint makes the log usable again
-    /// ([`reset_after_checkpoint`](Self::reset_after_checkpoint)).
+    /// poisons the log, as a failed sync does. Writers then get an error
+    /// instead of waiting for ever, and a checkpoint makes the log usable
+    /// again ([`reset_after_checkpoint`](Self::reset_after_checkpoint)).
+    ///
+    /// Poisoning is needed, not only cautious: the sync had already taken
+    /// each lane's `unsynced` files and the `dir_dirty` flag, so a next
+    /// sync that merely ran again would not sync those files or the
+    /// directory, and would still count their records as synced.
     #[cold]
     fn poison_after_panic(&self) {
         let mut s = lock(&self.sync);
@@ -2371,7 +2376,12 @@ impl Wal {
         // A panic from here to the end (a bug) must not leave `in_progress`
         // set: every later sync would wait for it for ever, and under
         // `always` every writer with it.
-        let leading = OnUnwind(Some(|| self.poison_after_panic()));
+        let leading = Deferred(Some(|| {
+            // Disarmed at the end: only a panic comes here, never an
+            // early return (there is none).
+            debug_assert!(std::thread::panicking());
+            self.poison_after_panic()
+        }));
         // Lead: sync everything appended so far, for us and every waiter.
         // Every lsn up to `target` has been handed out; taking each lane's
         // mutex waits for any append still writing one of them.
@@ -2478,7 +2488,6 @@ impl Wal {
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
-        leading.disarm();
         let mut s = lock(&self.sync);
         s.in_progress = false;
         self.sync_running.store(false, Ordering::Release);
@@ -2506,6 +2515,9 @@ impl Wal {
                 Err(io_err("sync", &path, e))
             }
         };
+        // Up to here a panic poisons the log and wakes the waiters (`s`,
+        // declared later, is let go of first).
+        leading.disarm();
         self.synced_cv.notify_all();
         out
     }
@@ -3652,8 +3664,6 @@ mod tests {
         let e = wal.append_hashes(2, 1, &h, false).unwrap_err().to_string();
         assert!(e.contains(name), "{e} does not name {name}");
     }
-
-    /// Poisons the log as a failed sync does.
 
     #[test]
     fn a_poisoned_log_takes_no_record_until_the_reset_for_its_poisoning() {
