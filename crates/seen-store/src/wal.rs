@@ -513,6 +513,9 @@ pub(crate) struct Wal {
     /// can hold adds staged across a moment it means to test.
     #[cfg(test)]
     pub(crate) helper_copies_paused: AtomicBool,
+    /// Tests: every ring copy panics while set (a bug in the copy).
+    #[cfg(test)]
+    copies_panic: AtomicBool,
 }
 
 /// Under `Always`, the longest a sync goes without writing the sync mark
@@ -1109,6 +1112,8 @@ impl Wal {
             copy_failures: AtomicU64::new(0),
             #[cfg(test)]
             helper_copies_paused: AtomicBool::new(false),
+            #[cfg(test)]
+            copies_panic: AtomicBool::new(false),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -1317,21 +1322,33 @@ impl Wal {
                     if wal.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    wal.refresh_overdue();
-                    for lane in 0..active {
-                        wal.prepare_spare(lane);
-                    }
-                    #[cfg(test)]
-                    let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
-                    #[cfg(not(test))]
-                    let copy = true;
-                    // After a failed copy, a copy of every ring, waiting,
-                    // is what lets writers batch again (under `no` no sync
-                    // comes to do it).
-                    if copy && wal.copy_failed.load(Ordering::Relaxed) {
-                        let _ = wal.copy_rings();
-                    } else if copy {
-                        wal.copy_free_rings();
+                    // A panic there (a bug) is logged, and the helper
+                    // goes on: without it writers would make every
+                    // segment themselves, and under `no` nothing would
+                    // copy an idle thread's ring.
+                    let work = std::panic::AssertUnwindSafe(|| {
+                        wal.refresh_overdue();
+                        for lane in 0..active {
+                            wal.prepare_spare(lane);
+                        }
+                        #[cfg(test)]
+                        let copy = !wal.helper_copies_paused.load(Ordering::Relaxed);
+                        #[cfg(not(test))]
+                        let copy = true;
+                        // After a failed copy, a copy of every ring,
+                        // waiting, is what lets writers batch again (under
+                        // `no` no sync comes to do it).
+                        if copy && wal.copy_failed.load(Ordering::Relaxed) {
+                            let _ = wal.copy_rings();
+                        } else if copy {
+                            wal.copy_free_rings();
+                        }
+                    });
+                    if std::panic::catch_unwind(work).is_err() {
+                        tracing::error!(
+                            "the log's page helper panicked making spares or copying rings \
+                             (a bug in seen-store)"
+                        );
                     }
                 }
             })
@@ -1745,6 +1762,10 @@ impl Wal {
     /// [`copy_ring_waiting`](Self::copy_ring_waiting), but for noting a
     /// failure.
     fn copy_ring_entries(&self, ring: &Ring, wait: bool) -> Result<()> {
+        #[cfg(test)]
+        if self.copies_panic.load(Ordering::Relaxed) {
+            panic!("a ring copy panics (test)");
+        }
         let mut last = if wait {
             lock(&ring.copying)
         } else {
@@ -3765,22 +3786,18 @@ mod tests {
     /// A new log under `No` with staging rings, in `wal/` and `rings/` of
     /// a new temporary directory.
     fn staging_wal(segment_size: u64) -> (tempfile::TempDir, Arc<Wal>) {
+        staging_wal_under(FsyncPolicy::No, segment_size)
+    }
+
+    /// [`staging_wal`], under `policy`.
+    fn staging_wal_under(policy: FsyncPolicy, segment_size: u64) -> (tempfile::TempDir, Arc<Wal>) {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let (wal_dir, ring_dir) = (dir.path().join("wal"), dir.path().join("rings"));
         std::fs::create_dir(&wal_dir).unwrap();
         std::fs::create_dir(&ring_dir).unwrap();
         let rings = Rings::new(fs.clone(), ring_dir, [7; 16]);
-        let wal = Wal::open(
-            fs,
-            wal_dir,
-            FsyncPolicy::No,
-            segment_size,
-            1,
-            vec![],
-            Some(rings),
-        )
-        .unwrap();
+        let wal = Wal::open(fs, wal_dir, policy, segment_size, 1, vec![], Some(rings)).unwrap();
         (dir, wal)
     }
 
@@ -4094,6 +4111,53 @@ mod tests {
         let w = wal.clone();
         within_10s("a sync after the reset", move || w.sync_all()).unwrap();
         assert!(wal.synced_lsn.load(Ordering::Acquire) >= lsn);
+    }
+
+    #[test]
+    fn a_ring_copy_that_panics_holds_up_no_writer_waiting_for_an_overdue_sync() {
+        // The panic of session 23: in the ring copy that a sync makes
+        // first. It poisons nothing (no sync began), but its leader's flag
+        // stayed set and every other writer waited for it for ever.
+        let (_dir, wal) = staging_wal_under(FsyncPolicy::EverySec, 1 << 20);
+        stop_helper(&wal);
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        assert!(wal.stage(1, &h).unwrap(), "no ring to stage in");
+        std::thread::sleep(SYNC_OVERDUE + Duration::from_millis(100));
+        assert!(wal.refresh_overdue());
+        wal.copies_panic.store(true, Ordering::SeqCst);
+        let led =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wal.wait_for_overdue_sync()));
+        assert!(led.is_err(), "the copy did not panic");
+        assert!(!wal.overdue_leader.load(Ordering::Acquire));
+        assert!(!wal.is_poisoned());
+        // Once copies work, the next writer to come leads a sync that
+        // covers the staged add.
+        wal.copies_panic.store(false, Ordering::SeqCst);
+        let w = wal.clone();
+        within_10s("a writer waiting for an overdue sync", move || {
+            w.wait_for_overdue_sync()
+        })
+        .unwrap();
+        assert_eq!(wal.staged(), 0);
+        assert!(!wal.is_overdue());
+    }
+
+    #[test]
+    fn the_page_helper_goes_on_after_a_ring_copy_of_its_panics() {
+        // Under `no` only the page helper copies an idle thread's ring;
+        // a panic in its copy ended its thread, and the ring's adds stayed
+        // out of the log until a checkpoint or close.
+        let (_dir, wal) = staging_wal(1 << 20);
+        wal.copies_panic.store(true, Ordering::SeqCst);
+        let h = [ItemHash { lo: 1, hi: 2 }];
+        assert!(wal.stage(1, &h).unwrap(), "no ring to stage in");
+        // A few of the helper's wakes (every 100 ms), each copy panicking.
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(wal.staged(), 1);
+        wal.copies_panic.store(false, Ordering::SeqCst);
+        eventually_within("the helper's next copy", Duration::from_secs(5), || {
+            wal.staged() == 0
+        });
     }
 
     #[test]
