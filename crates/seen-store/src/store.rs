@@ -19,7 +19,7 @@ use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::ring::{self, Rings};
 use crate::snapshot;
-use crate::wal::{self, lock, BlockingHook, FsyncPolicy, Wal};
+use crate::wal::{self, lock, BlockingHook, Deferred, FsyncPolicy, Wal};
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
@@ -2374,6 +2374,13 @@ impl Store {
             // Until then the log must keep its expiry, or a reopen would
             // bring it back from its last snapshot.
             let mut delete_expired = false;
+            // Until its snapshot is in place, a filter whose changes this
+            // checkpoint takes stays marked changed if the checkpoint ends
+            // early: by an error, or by a panic (a bug). Otherwise the next
+            // checkpoint would take it for one its last snapshot covers,
+            // and retire the log that holds its changes. (Declared before
+            // any hold of the filter, so that those are let go first.)
+            let redirty = Deferred(Some(|| e.state.read().dirty.store(true, Ordering::Relaxed)));
             let pending = {
                 let st = e.state.write();
                 if st.expired(now) {
@@ -2441,13 +2448,7 @@ impl Store {
                         })
                         .map(|p| (p, lsn))
                     };
-                    match written {
-                        Ok(written) => Some(written),
-                        Err(err) => {
-                            e.state.read().dirty.store(true, Ordering::Relaxed);
-                            return Err(err);
-                        }
-                    }
+                    Some(written?)
                 } else {
                     // Unchanged since its snapshot: every record of it is
                     // at or below the snapshot's lsn (every mutation and
@@ -2458,39 +2459,42 @@ impl Store {
                 }
             };
             let Some((pending, lsn)) = pending else {
+                // Expired, or unchanged: nothing to mark.
+                redirty.disarm();
                 if delete_expired {
                     self.delete_logged(&e.name, Some(e.id))?;
                 }
                 continue;
             };
-            if let Err(err) = snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending) {
-                e.state.write().dirty.store(true, Ordering::Relaxed);
-                return Err(err);
-            }
+            snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending)?;
+            redirty.disarm();
             e.state.write().snap_lsn = lsn;
             min_lsn = min_lsn.min(lsn);
         }
         // Snapshots of deleted filters must go before the log that deletes
         // them, or they would come back.
+        // Their ids go back to the list if this ends early (an error, or a
+        // panic, a bug): the next checkpoint removes those snapshots, or
+        // makes their removal durable, before it retires any log.
         let deleted: Vec<u64> = std::mem::take(&mut *lock(&self.inner.deleted));
-        let mut removed_any = false;
+        let restore = Deferred(Some(|| {
+            lock(&self.inner.deleted).extend(deleted.iter().copied());
+        }));
         for id in &deleted {
             let path = self.inner.snap_dir.join(snapshot::file_name(*id));
             match self.inner.fs.remove(&path) {
-                Ok(()) => removed_any = true,
+                Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    lock(&self.inner.deleted).extend(deleted.iter().copied());
-                    return Err(io_err("remove", &path, e));
-                }
+                Err(e) => return Err(io_err("remove", &path, e)),
             }
         }
-        if removed_any {
+        if !deleted.is_empty() {
             self.inner
                 .fs
                 .sync_dir(&self.inner.snap_dir)
                 .map_err(|e| io_err("sync directory", &self.inner.snap_dir, e))?;
         }
+        restore.disarm();
         // Oldest first per lane; after a failure, none of that lane's
         // newer ones, so that what is left is still a run of the lane's
         // segments with no gap (recovery takes a gap for a lost segment).
@@ -2632,6 +2636,106 @@ mod tests {
         drop(Arc::try_unwrap(store).ok().unwrap());
         let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
         assert_eq!(encoded(&store, b"c"), before);
+    }
+
+    /// A checkpoint that panics (a bug) after a filter's copy leaves the
+    /// filter marked changed: the next checkpoint snapshots it before it
+    /// retires the log. (It used to take it for unchanged, and retire the
+    /// log holding its adds since its last snapshot: they were gone after
+    /// a reopen.) A filter deleted before the panic stays deleted.
+    #[test]
+    fn a_checkpoint_that_panics_loses_no_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), no_sync()).unwrap();
+        for name in [&b"f"[..], b"gone"] {
+            store.create(name, &small_bloom()).unwrap();
+        }
+        store.add(b"f", &[b"before"], None).unwrap();
+        store.checkpoint().unwrap();
+        let items: Vec<String> = (0..100).map(|i| format!("after-{i}")).collect();
+        for item in &items {
+            store.add(b"f", &[item.as_bytes()], None).unwrap();
+        }
+        assert!(store.delete(b"gone").unwrap());
+        AFTER_COPY
+            .with(|h| *h.borrow_mut() = Some(Box::new(|| panic!("a checkpoint panics (test)"))));
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.checkpoint()));
+        AFTER_COPY.with(|h| h.borrow_mut().take());
+        assert!(ended.is_err(), "the checkpoint did not panic");
+        store.checkpoint().unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), no_sync()).unwrap();
+        let all: Vec<&[u8]> = std::iter::once(&b"before"[..])
+            .chain(items.iter().map(|i| i.as_bytes()))
+            .collect();
+        let present = store.contains(b"f", &all).unwrap().unwrap();
+        let lost = present.iter().filter(|p| !**p).count();
+        assert_eq!(lost, 0, "{lost} acknowledged adds lost");
+        assert_eq!(store.contains(b"gone", &[b"x"]).unwrap(), None);
+    }
+
+    /// The real file system, but removing a snapshot panics while `panic`
+    /// is set.
+    struct PanicRemoveFs {
+        panic: Arc<AtomicBool>,
+    }
+
+    impl Fs for PanicRemoveFs {
+        fn create(&self, path: &Path) -> std::io::Result<Box<dyn crate::fs::FsFile>> {
+            RealFs.create(path)
+        }
+        fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn crate::fs::FsFile>> {
+            RealFs.open_rw(path)
+        }
+        fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
+            RealFs.open_read(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            let snap = path.extension().is_some_and(|x| x == "snap");
+            if snap && self.panic.load(Ordering::SeqCst) {
+                panic!("removing {} panics (test)", path.display());
+            }
+            RealFs.remove(path)
+        }
+        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.create_dir_all(path)
+        }
+        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.sync_dir(path)
+        }
+        fn list(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
+            RealFs.list(path)
+        }
+    }
+
+    /// A checkpoint that panics (a bug) while it removes the snapshots of
+    /// deleted filters keeps their ids: the next checkpoint removes those
+    /// snapshots before it retires the log that deletes them. (It used to
+    /// drop the ids, retire the delete, and the filter came back from its
+    /// snapshot at the next open.)
+    #[test]
+    fn a_checkpoint_that_panics_removing_snapshots_brings_no_filter_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let panic = Arc::new(AtomicBool::new(false));
+        let fs = Arc::new(PanicRemoveFs {
+            panic: panic.clone(),
+        });
+        let store = Store::open_with_fs(dir.path(), no_sync(), fs).unwrap();
+        store.create(b"gone", &small_bloom()).unwrap();
+        store.add(b"gone", &[b"x"], None).unwrap();
+        store.checkpoint().unwrap();
+        assert!(store.delete(b"gone").unwrap());
+        panic.store(true, Ordering::SeqCst);
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.checkpoint()));
+        panic.store(false, Ordering::SeqCst);
+        assert!(ended.is_err(), "the checkpoint did not panic");
+        store.checkpoint().unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), no_sync()).unwrap();
+        assert_eq!(store.contains(b"gone", &[b"x"]).unwrap(), None);
     }
 
     /// A filter deleted while a checkpoint copies another is not copied

@@ -764,10 +764,10 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 /// scope, and also when a panic (a bug) unwinds through it, so that a flag
 /// set for the scope is not left set, holding every later caller up for
 /// ever. Disarmed at the end of the normal path, it runs only on a panic.
-struct Deferred<F: FnMut()>(Option<F>);
+pub(crate) struct Deferred<F: FnMut()>(pub(crate) Option<F>);
 
 impl<F: FnMut()> Deferred<F> {
-    fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }
