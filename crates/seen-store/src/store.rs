@@ -1294,7 +1294,9 @@ impl Store {
         let room = max_bytes.min(self.inner.budget.available());
         let mut filter = if large {
             let built = self.blocking(|| make(room))?;
-            // As after the wait above: the build can take seconds.
+            // As after the wait above: the build can take seconds. (A
+            // recovery here checkpoints while this filter, not yet
+            // charged, holds its memory past the budget.)
             self.ready_to_write()?;
             built
         } else {

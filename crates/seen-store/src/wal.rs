@@ -1241,6 +1241,8 @@ impl Wal {
                 // moved, and whether the lane's pages were unmapped since.
                 let mut seen = vec![(u64::MAX, 0usize, 0usize); active];
                 let mut still = vec![(usize::MAX, Instant::now(), false); active];
+                // Whether its work panicked at the last wake.
+                let mut failing = false;
                 loop {
                     std::thread::park_timeout(Duration::from_millis(100));
                     let Some(wal) = weak.upgrade() else { return };
@@ -1344,12 +1346,15 @@ impl Wal {
                             wal.copy_free_rings();
                         }
                     });
-                    if std::panic::catch_unwind(work).is_err() {
+                    let failed = std::panic::catch_unwind(work).is_err();
+                    // Logged once for a run of failing wakes.
+                    if failed && !failing {
                         tracing::error!(
                             "the log's page helper panicked making spares or copying rings \
-                             (a bug in seen-store)"
+                             (a bug in seen-store); it goes on"
                         );
                     }
+                    failing = failed;
                 }
             })
             .map_err(|e| io_err("spawn page thread for", &wal.dir, e))?;
@@ -2366,11 +2371,16 @@ impl Wal {
     /// each lane's `unsynced` files and the `dir_dirty` flag, so a next
     /// sync that merely ran again would not sync those files or the
     /// directory, and would still count their records as synced.
+    ///
+    /// `release`: the sync had not let go of `in_progress` yet (after it
+    /// has, the flag may be another leader's).
     #[cold]
-    fn poison_after_panic(&self) {
+    fn poison_after_panic(&self, release: bool) {
         let mut s = lock(&self.sync);
-        s.in_progress = false;
-        self.sync_running.store(false, Ordering::Release);
+        if release {
+            s.in_progress = false;
+            self.sync_running.store(false, Ordering::Release);
+        }
         if s.poisoned.is_none() {
             let msg = "a sync panicked (a bug in seen-store); what it made durable is unknown";
             tracing::error!("{msg}");
@@ -2397,11 +2407,15 @@ impl Wal {
         // A panic from here to the end (a bug) must not leave `in_progress`
         // set: every later sync would wait for it for ever, and under
         // `always` every writer with it.
+        // Whether this sync has let go of `in_progress` already: past that
+        // point another writer may lead a sync, whose flag a panic here
+        // must not clear.
+        let released = std::cell::Cell::new(false);
         let leading = Deferred(Some(|| {
             // Disarmed at the end: only a panic comes here, never an
             // early return (there is none).
             debug_assert!(std::thread::panicking());
-            self.poison_after_panic()
+            self.poison_after_panic(!released.get())
         }));
         // Lead: sync everything appended so far, for us and every waiter.
         // Every lsn up to `target` has been handed out; taking each lane's
@@ -2512,6 +2526,7 @@ impl Wal {
         let mut s = lock(&self.sync);
         s.in_progress = false;
         self.sync_running.store(false, Ordering::Release);
+        released.set(true);
         if result.is_ok() {
             for (f, from, to) in &drops {
                 f.drop_cached(*from, *to);
@@ -4124,6 +4139,11 @@ mod tests {
         assert!(wal.stage(1, &h).unwrap(), "no ring to stage in");
         std::thread::sleep(SYNC_OVERDUE + Duration::from_millis(100));
         assert!(wal.refresh_overdue());
+        assert_eq!(
+            wal.staged(),
+            1,
+            "copied before the test could make copies panic"
+        );
         wal.copies_panic.store(true, Ordering::SeqCst);
         let led =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wal.wait_for_overdue_sync()));
