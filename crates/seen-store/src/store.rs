@@ -2676,43 +2676,6 @@ mod tests {
         assert_eq!(store.contains(b"gone", &[b"x"]).unwrap(), None);
     }
 
-    /// The real file system, but removing a snapshot panics while `panic`
-    /// is set.
-    struct PanicRemoveFs {
-        panic: Arc<AtomicBool>,
-    }
-
-    impl Fs for PanicRemoveFs {
-        fn create(&self, path: &Path) -> std::io::Result<Box<dyn crate::fs::FsFile>> {
-            RealFs.create(path)
-        }
-        fn open_rw(&self, path: &Path) -> std::io::Result<Box<dyn crate::fs::FsFile>> {
-            RealFs.open_rw(path)
-        }
-        fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
-            RealFs.open_read(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-            RealFs.rename(from, to)
-        }
-        fn remove(&self, path: &Path) -> std::io::Result<()> {
-            let snap = path.extension().is_some_and(|x| x == "snap");
-            if snap && self.panic.load(Ordering::SeqCst) {
-                panic!("removing {} panics (test)", path.display());
-            }
-            RealFs.remove(path)
-        }
-        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.create_dir_all(path)
-        }
-        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.sync_dir(path)
-        }
-        fn list(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
-            RealFs.list(path)
-        }
-    }
-
     /// A checkpoint that panics (a bug) while it removes the snapshots of
     /// deleted filters keeps their ids: the next checkpoint removes those
     /// snapshots before it retires the log that deletes them. (It used to
@@ -2721,11 +2684,9 @@ mod tests {
     #[test]
     fn a_checkpoint_that_panics_removing_snapshots_brings_no_filter_back() {
         let dir = tempfile::tempdir().unwrap();
-        let panic = Arc::new(AtomicBool::new(false));
-        let fs = Arc::new(PanicRemoveFs {
-            panic: panic.clone(),
-        });
-        let store = Store::open_with_fs(dir.path(), no_sync(), fs).unwrap();
+        let fs = crate::wal::tests::TestFs::default();
+        let panic = fs.panic_snapshot_removes.clone();
+        let store = Store::open_with_fs(dir.path(), no_sync(), Arc::new(fs)).unwrap();
         store.create(b"gone", &small_bloom()).unwrap();
         store.add(b"gone", &[b"x"], None).unwrap();
         store.checkpoint().unwrap();

@@ -3322,7 +3322,7 @@ fn valid_record_after(data: &[u8], from: usize, min_lsn: u64) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fs::{RealFile, RealFs};
 
@@ -3558,13 +3558,15 @@ mod tests {
 
     /// The real file system, but the sync of the file created (or opened)
     /// at the path in `fail`, when it holds one, fails with EIO; every
-    /// file's sync panics while `panic` is set; and with `other_boot`,
-    /// after a reboot: another boot id, so that the reader uses the sync
-    /// mark.
+    /// file's sync panics while `panic` is set; removing a snapshot
+    /// (`*.snap`) panics while `panic_snapshot_removes` is set; and with
+    /// `other_boot`, after a reboot: another boot id, so that the reader
+    /// uses the sync mark.
     #[derive(Default)]
-    struct TestFs {
+    pub(crate) struct TestFs {
         fail: Arc<Mutex<Option<PathBuf>>>,
         panic: Arc<AtomicBool>,
+        pub(crate) panic_snapshot_removes: Arc<AtomicBool>,
         other_boot: bool,
     }
 
@@ -3643,6 +3645,10 @@ mod tests {
             RealFs.rename(from, to)
         }
         fn remove(&self, path: &Path) -> std::io::Result<()> {
+            let snapshot = path.extension().is_some_and(|x| x == "snap");
+            if snapshot && self.panic_snapshot_removes.load(Ordering::SeqCst) {
+                panic!("removing {} (test)", path.display());
+            }
             RealFs.remove(path)
         }
         fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
