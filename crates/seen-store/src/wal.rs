@@ -2406,10 +2406,9 @@ impl Wal {
     fn lead_sync(&self) -> Result<()> {
         // A panic from here to the end (a bug) must not leave `in_progress`
         // set: every later sync would wait for it for ever, and under
-        // `always` every writer with it.
-        // Whether this sync has let go of `in_progress` already: past that
-        // point another writer may lead a sync, whose flag a panic here
-        // must not clear.
+        // `always` every writer with it. `released`: whether this sync has
+        // let go of the flag already; past that point another writer may
+        // lead a sync, whose flag a panic here must not clear.
         let released = std::cell::Cell::new(false);
         let leading = Deferred(Some(|| {
             // Disarmed at the end: only a panic comes here, never an
