@@ -197,11 +197,24 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         }
         let _ = stream.set_nodelay(true);
         let rx = shared.shutdown.subscribe();
-        let s = shared.clone();
+        let counted = Counted(shared.clone());
         tokio::spawn(async move {
-            crate::connection::serve(s.clone(), stream, peer.to_string(), rx).await;
-            s.connected.fetch_sub(1, Ordering::AcqRel);
+            crate::connection::serve(counted.0.clone(), stream, peer.to_string(), rx).await;
+            drop(counted);
         });
+    }
+}
+
+/// An open connection, counted in `connected` until this is dropped: when
+/// its task ends, and also when a bug panics it (tokio then drops the
+/// task). Otherwise each such panic would keep the count up for good:
+/// past `maxclients` of them every new client would be refused, and a
+/// shutdown would wait for its deadline.
+struct Counted(Arc<Shared>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connected.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -281,4 +294,31 @@ pub fn run_blocking(config: Config) -> Result<(), ServerError> {
         });
         server.run().await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_whose_task_panics_is_no_longer_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let shared = Shared::new(store, Config::default(), 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for panics in [false, true] {
+                shared.connected.fetch_add(1, Ordering::AcqRel);
+                let counted = Counted(shared.clone());
+                let task = tokio::spawn(async move {
+                    assert!(!panics, "a connection's task panics (test)");
+                    drop(counted);
+                });
+                assert_eq!(task.await.is_err(), panics);
+                assert_eq!(shared.connected.load(Ordering::Acquire), 0, "{panics}");
+            }
+        });
+    }
 }

@@ -330,7 +330,10 @@ pub(crate) fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let spawned = std::thread::Builder::new()
         .name("seen-bgsave".into())
         .spawn(move || {
-            let ok = shared.checkpoint().is_ok();
+            // A panic (a bug) counts as a failed save, and ends it: left
+            // in progress, it would refuse every BGSAVE and SAVE after.
+            let save = std::panic::AssertUnwindSafe(|| shared.checkpoint());
+            let ok = std::panic::catch_unwind(save).is_ok_and(|r| r.is_ok());
             shared.last_bgsave_ok.store(ok, Ordering::Relaxed);
             shared.bgsave_in_progress.store(false, Ordering::Release);
         });
