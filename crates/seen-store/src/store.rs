@@ -1609,9 +1609,8 @@ impl Store {
                             // A growth allocates and zeroes a sub-filter.
                             let asked = if chain.grows_next() {
                                 entry.state.mark_long_write(true);
-                                let r = self.blocking(|| chain.room_mut());
-                                entry.state.mark_long_write(false);
-                                r
+                                let _long = Deferred(Some(|| entry.state.mark_long_write(false)));
+                                self.blocking(|| chain.room_mut())
                             } else {
                                 chain.room_mut()
                             };

@@ -2384,21 +2384,24 @@ impl Wal {
         if s.poisoned.is_none() {
             let msg = "a sync panicked (a bug in seen-store); what it made durable is unknown";
             tracing::error!("{msg}");
-            s.poisoned = Some(msg.to_string());
-            s.poison_epoch += 1;
-            self.poisoned.store(true, Ordering::Release);
+            self.poison(&mut s, msg.to_string());
         }
         drop(s);
         self.synced_cv.notify_all();
     }
 
+    /// Poisons the log (`s`, its sync state, held): no record is taken
+    /// until a checkpoint's reset for this poisoning.
+    fn poison(&self, s: &mut SyncState, msg: String) {
+        s.poisoned = Some(msg);
+        s.poison_epoch += 1;
+        self.poisoned.store(true, Ordering::Release);
+    }
+
     /// Tests: poisons the log, as a failed sync does.
     #[cfg(test)]
     pub(crate) fn poison_for_test(&self) {
-        let mut s = lock(&self.sync);
-        s.poisoned = Some("sync failed (test)".into());
-        s.poison_epoch += 1;
-        self.poisoned.store(true, Ordering::Release);
+        self.poison(&mut lock(&self.sync), "sync failed (test)".into());
     }
 
     /// The sync of a leader (`in_progress` set by the caller): every lane's
@@ -2544,9 +2547,7 @@ impl Wal {
                 // until a checkpoint has rewritten everything.
                 let msg = format!("sync {}: {e}", path.display());
                 tracing::error!("{msg}");
-                s.poisoned = Some(msg);
-                s.poison_epoch += 1;
-                self.poisoned.store(true, Ordering::Release);
+                self.poison(&mut s, msg);
                 Err(io_err("sync", &path, e))
             }
         };
