@@ -82,6 +82,13 @@
 //! (BENCHMARKS.md, session 21). [`Store::take_sync_window`] reports the
 //! longest wait, [`Store::unsynced_for`] the present one.
 //!
+//! What a power loss takes is the end of the log, never a part of it with
+//! later records kept: the open replays each of the log's lanes up to the
+//! first record it cannot trust (docs/FORMAT.md, section 6.4). So the
+//! mutations whose order matters (a counting filter's adds and removes,
+//! creates and deletes) come back as a prefix of those made, and a remove
+//! never survives without the adds before it.
+//!
 //! ```
 //! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};
 //! use seen_core::Layout;

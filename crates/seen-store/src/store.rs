@@ -2700,6 +2700,63 @@ mod tests {
         assert_eq!(store.contains(b"gone", &[b"x"]).unwrap(), None);
     }
 
+    /// A power loss under `everysec` that took the end of the log's
+    /// segment holding a counting filter's second add of an item (past
+    /// the sync mark), and kept the next segment, holding a remove of
+    /// the item, leaves the item present: its first add was durable. The
+    /// open ends the lane where the segment's records end, as a prefix,
+    /// rather than replay the remove without the add before it (it did,
+    /// and the item was gone).
+    #[test]
+    fn a_power_loss_keeping_a_later_segment_takes_no_durable_add_from_a_counting_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            fsync: FsyncPolicy::EverySec,
+            segment_size: 1 << 12,
+            ..Default::default()
+        };
+        let spec = FilterSpec::Counting {
+            capacity: 1000,
+            error_rate: 0.01,
+        };
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        store.create(b"c", &spec).unwrap();
+        store.add(b"c", &[b"x"], None).unwrap();
+        store.sync().unwrap();
+        let wal_dir = store.wal_dir().to_path_buf();
+        let mark_path = wal_dir.join(crate::wal::SYNC_MARK);
+        let durable = std::fs::read(&mark_path).unwrap();
+        let (seq, off) = crate::wal::SyncMark::decode(&durable)
+            .unwrap()
+            .entry(0)
+            .unwrap();
+        // Not synced: x again, enough other items for the lane to roll,
+        // then x removed (its count back to 1).
+        store.add(b"c", &[b"x"], None).unwrap();
+        for i in 0..200u32 {
+            store.add(b"c", &[&i.to_le_bytes()], None).unwrap();
+        }
+        assert_eq!(store.remove(b"c", &[b"x"]).unwrap(), vec![Removal::Removed]);
+        drop(store);
+        // The disk after the power loss: the mark of that sync, and the
+        // segment it points into as that sync left it (zeros past the
+        // offset); the later segments as written.
+        std::fs::write(&mark_path, &durable).unwrap();
+        let segs: Vec<_> = std::fs::read_dir(&wal_dir)
+            .unwrap()
+            .filter_map(|e| crate::wal::parse_segment_name(&e.unwrap().path()))
+            .filter(|s| s.lane == 0)
+            .collect();
+        let cut = segs.iter().find(|s| s.seq == Some(seq)).unwrap();
+        assert!(segs.iter().any(|s| s.seq > Some(seq)), "no roll: {segs:?}");
+        let mut data = std::fs::read(&cut.path).unwrap();
+        data[off as usize..].fill(0);
+        std::fs::write(&cut.path, &data).unwrap();
+        let fs = Arc::new(crate::wal::tests::TestFs::other_boot());
+        let store = Store::open_with_fs(dir.path(), opts, fs).unwrap();
+        assert_eq!(store.contains(b"c", &[b"x"]).unwrap(), Some(vec![true]));
+    }
+
     /// A filter deleted while a checkpoint copies another is not copied
     /// (before, it was, and its snapshot removed at the end), and stays
     /// deleted after a reopen.

@@ -488,7 +488,7 @@ pub(crate) struct Wal {
     dir_dirty: AtomicBool,
     /// Under `EverySec` and `Always`: the file a sync writes, after the
     /// segments, how far every lane is durable in (see [`SyncMark`]).
-    mark: Option<Mutex<Box<dyn FsFile>>>,
+    mark: Option<Mutex<MarkFile>>,
     /// When the mark was last written by a sync, in nanoseconds after
     /// `opened` (0: at open).
     mark_written: AtomicU64,
@@ -545,8 +545,12 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// reaches the disk in any order, sector by sector): the reader takes it
 /// for the lane's end. Damage below it cannot: corruption, which stops
 /// the open. Under `EverySec` every sync writes it, so that past it is
-/// exactly what no completed sync covered. Under `Always` a sync writes
-/// it if the last was written [`MARK_EVERY`] ago or more: everything it
+/// exactly what no completed sync covered. Past its lane's entry, the
+/// end of a segment's records ends the lane too when a later segment of
+/// it holds written bytes (see `LaneReader::advance`). Under `Always` a
+/// sync writes it if the last was written [`MARK_EVERY`] ago or more, or
+/// if a lane is in a later segment than the last mark lists (so that no
+/// acknowledged record is past such an end): everything it
 /// acknowledged was synced, and a power loss can only tear the records of
 /// the sync in flight, but when that leaves a torn record or zeros with
 /// valid ones after it (a page write whose later sector reached the disk
@@ -565,6 +569,23 @@ pub(crate) struct SyncMark {
     pub(crate) boot: [u8; 16],
     /// `(lane, seq, offset)`.
     pub(crate) lanes: Vec<(usize, u64, u64)>,
+}
+
+/// The sync mark's file, and the segment each lane was in when the mark
+/// was last written there.
+struct MarkFile {
+    file: Box<dyn FsFile>,
+    /// `(lane, seq)` of each of the last mark's entries.
+    seqs: Vec<(usize, u64)>,
+}
+
+impl MarkFile {
+    fn seqs_of(mark: &SyncMark) -> Vec<(usize, u64)> {
+        mark.lanes
+            .iter()
+            .map(|&(lane, seq, _)| (lane, seq))
+            .collect()
+    }
 }
 
 const MARK_MAGIC: &[u8; 8] = b"SEENSYNC";
@@ -1194,7 +1215,7 @@ impl Wal {
     /// writes the sync mark that says the segments found are durable:
     /// every segment made from now on is past it (see [`SyncMark`]).
     /// Returns the mark's file.
-    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<Box<dyn FsFile>> {
+    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<MarkFile> {
         use std::os::unix::fs::FileExt;
         let path = dir.join(SYNC_MARK);
         let file = match fs.open_rw(&path) {
@@ -1218,7 +1239,10 @@ impl Wal {
             .map_err(|e| io_err("write", &path, e))?;
         fs.sync_dir(dir)
             .map_err(|e| io_err("sync directory", dir, e))?;
-        Ok(file)
+        Ok(MarkFile {
+            seqs: MarkFile::seqs_of(&mark),
+            file,
+        })
     }
 
     /// Starts the thread that maps pages in ahead of each lane's append
@@ -2506,22 +2530,28 @@ impl Wal {
                 .sync_dir(&self.dir)
                 .map_err(|e| (self.dir.clone(), e));
         }
-        // The mark: after every sync under `EverySec`, at most every
-        // MARK_EVERY under `Always` (see `SyncMark`).
+        // The mark: after every sync under `EverySec`; under `Always`
+        // at most every MARK_EVERY, and whenever a lane is in a later
+        // segment than the last mark lists (see `SyncMark`).
         let now = self.opened.elapsed().as_nanos() as u64;
         let mark_due = self.policy == FsyncPolicy::EverySec
             || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
                 >= MARK_EVERY.as_nanos() as u64;
-        if let (Some(file), true, true) = (&self.mark, mark_due, result.is_ok()) {
+        if let (Some(file), true) = (&self.mark, result.is_ok()) {
             use std::os::unix::fs::FileExt;
-            let file = lock(file);
-            result = file
-                .std_file()
-                .write_all_at(&mark.encode(), 0)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| (self.dir.join(SYNC_MARK), e));
-            if result.is_ok() {
-                self.mark_written.store(now, Ordering::Relaxed);
+            let mut file = lock(file);
+            let seqs = MarkFile::seqs_of(&mark);
+            if mark_due || seqs != file.seqs {
+                result = file
+                    .file
+                    .std_file()
+                    .write_all_at(&mark.encode(), 0)
+                    .and_then(|()| file.file.sync_data())
+                    .map_err(|e| (self.dir.join(SYNC_MARK), e));
+                if result.is_ok() {
+                    self.mark_written.store(now, Ordering::Relaxed);
+                    file.seqs = seqs;
+                }
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -2943,6 +2973,9 @@ impl<'s> LaneReader<'s> {
             /// bytes from here on (offset, length), and whether a power
             /// loss can have cut it.
             Bad(String, bool, Option<(u64, usize)>, bool),
+            /// Past the lane's sync mark, the segment's records end and
+            /// later segments of the lane follow.
+            EndPastMark,
         }
         self.next = None;
         while self.at < self.segments.len() {
@@ -2985,6 +3018,7 @@ impl<'s> LaneReader<'s> {
                             Some(w) => {
                                 Step::Bad("zeros, then written bytes".into(), true, Some(w), false)
                             }
+                            None if self.at + 1 < self.segments.len() => Step::EndPastMark,
                             None => Step::End,
                         }
                     }
@@ -3033,6 +3067,38 @@ impl<'s> LaneReader<'s> {
             };
             match step {
                 Step::End => self.close_segment(),
+                // A roll ends a segment wherever the lane then stood, so
+                // zeros at a segment's end are no sign of a loss. But past
+                // the mark the segment's last records may be what a power
+                // loss took, while a later segment's reached the disk (the
+                // kernel writes unsynced pages back in any order): replayed
+                // after such a gap, the lane would be no prefix, and for a
+                // counting filter a remove kept without the add before it
+                // leaves the item's count below its durable adds. So the
+                // lane ends here, as at a torn record. What the later
+                // segments hold was synced by no completed sync: a loss
+                // `EverySec` allows, and under `Always` none was
+                // acknowledged (a sync that covers a lane in a later segment
+                // than the last mark lists writes the mark, see `SyncMark`).
+                Step::EndPastMark => {
+                    let after = self.written_after(false)?.expect("all of it");
+                    if after.is_empty() {
+                        self.close_segment();
+                        continue;
+                    }
+                    let path = &self.segments[self.at].path;
+                    tracing::warn!(
+                        "{}: past the sync mark, the lane's records end at offset {off} and later \
+                         segments follow, which may come after lost ones; lane {} ends at lsn {}",
+                        path.display(),
+                        self.lane,
+                        self.prev
+                    );
+                    self.torn.extend(after);
+                    while self.at < self.segments.len() {
+                        self.close_segment();
+                    }
+                }
                 Step::Damaged(what) => self.damaged_here(what)?,
                 Step::Record(lsn) if lsn < first => {
                     self.damaged_here(format!(
@@ -3571,7 +3637,7 @@ pub(crate) mod tests {
     }
 
     impl TestFs {
-        fn other_boot() -> TestFs {
+        pub(crate) fn other_boot() -> TestFs {
             TestFs {
                 other_boot: true,
                 ..TestFs::default()
@@ -4584,6 +4650,76 @@ pub(crate) mod tests {
             .map(|r| r.0)
             .collect();
         assert_eq!(again, lsns);
+    }
+
+    #[test]
+    fn past_the_sync_mark_a_lane_ends_where_a_segment_ends_before_a_later_one() {
+        // Segments of 4 KiB: 128 records of one hash each.
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
+        stop_helper(&wal);
+        let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
+        for h in &hashes[..4] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        wal.sync_all().unwrap();
+        for h in &hashes[4..] {
+            wal.append_hashes(2, 5, &[*h], true).unwrap();
+        }
+        drop(wal);
+        let mut segs = segments_of(dir.path());
+        segs.sort();
+        assert!(segs.len() >= 3, "{segs:?}");
+        // A power loss took the second segment's last 28 records, whose
+        // sectors never reached the disk, and kept the third's: read as
+        // they are, the second would look like a segment a roll ended
+        // early, and the lane would go on after a gap.
+        let mut data = std::fs::read(&segs[1].path).unwrap();
+        assert!(data[127 * SHORT_RECORD..128 * SHORT_RECORD]
+            .iter()
+            .any(|&b| b != 0));
+        data[100 * SHORT_RECORD..].fill(0);
+        std::fs::write(&segs[1].path, &data).unwrap();
+        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        // A prefix of the lane, up to the cut.
+        assert_eq!(lsns, (1..=228).collect::<Vec<_>>());
+        // The later segments were zeroed: the same boot reads the same.
+        let again: Vec<u64> = hash_records(&RealFs, dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(again, lsns);
+    }
+
+    #[test]
+    fn under_always_a_sync_into_a_later_segment_writes_the_sync_mark() {
+        // Records in a segment after the one the mark lists are taken, on
+        // another boot, for ones that may follow lost ones (see the test
+        // above): under `Always` the sync that makes them durable must say
+        // so, however soon after the last mark it comes.
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::Always, 1 << 12);
+        stop_helper(&wal);
+        // No mark falls due by the clock.
+        wal.mark_written.store(u64::MAX, Ordering::Relaxed);
+        for i in 1..=300 {
+            let lsn = wal
+                .append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+            wal.commit(lsn).unwrap();
+        }
+        let newest = segments_of(dir.path())
+            .iter()
+            .filter(|s| s.lane == 0)
+            .filter_map(|s| s.seq)
+            .max()
+            .unwrap();
+        let mark = SyncMark::read(&TestFs::other_boot(), dir.path()).unwrap();
+        assert_eq!(mark.entry(0).map(|(seq, _)| seq), Some(newest));
+        drop(wal);
+        // Every acknowledged record, after a power loss that kept them all.
+        assert_eq!(hash_records(&TestFs::other_boot(), dir.path()).len(), 300);
     }
 
     #[test]
