@@ -82,12 +82,16 @@
 //! (BENCHMARKS.md, session 21). [`Store::take_sync_window`] reports the
 //! longest wait, [`Store::unsynced_for`] the present one.
 //!
-//! What a power loss takes is the end of the log, never a part of it with
-//! later records kept: the open replays each of the log's lanes up to the
-//! first record it cannot trust (docs/FORMAT.md, section 6.4). So the
-//! mutations whose order matters (a counting filter's adds and removes,
-//! creates and deletes) come back as a prefix of those made, and a remove
-//! never survives without the adds before it.
+//! Under `EverySec` and `Always`, what a power loss takes from each of the
+//! log's lanes is an end, never a part with later records kept: the sync
+//! mark and the record that ends each segment a roll left tell the two
+//! apart (docs/FORMAT.md, section 6.4). The mutations whose order matters
+//! (a counting filter's adds and removes, creates and deletes) all go to
+//! lane 0, so they come back as a prefix of those made, and a remove never
+//! survives without the adds before it. (A counting filter over 1 MiB is
+//! snapshotted in pieces, each at its own point of the log; an item's
+//! counters are all in one piece. Under `No`, which writes no mark, a
+//! power loss can leave a gap that the open replays past.)
 //!
 //! ```
 //! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};

@@ -5,7 +5,8 @@
 //! u32 crc   CRC-32 of those `len` bytes
 //! u64 lsn   log sequence number, +1 per record
 //! u8  type  1 create, 2 add, 3 remove, 4 delete, 5 expire,
-//!           6 load RedisBloom dump header, 7 load RedisBloom dump chunk
+//!           6 load RedisBloom dump header, 7 load RedisBloom dump chunk,
+//!           8 the end of a segment (see [`encode_segment_end`])
 //! payload
 //! zero padding to a multiple of 8 bytes
 //! ```
@@ -35,6 +36,30 @@ pub(crate) const SHORT_FLAG: u32 = 1 << 31;
 
 /// Bytes of a short add record.
 pub(crate) const SHORT_RECORD: usize = 32;
+
+/// Bytes of the record (type 8) that ends a segment a roll left: its
+/// length and CRC, the lsn field, the type, the segment's `<seq>`, padded.
+pub(crate) const SEGMENT_END: usize = 32;
+
+/// Encodes into `buf` ([`SEGMENT_END`] bytes) the record that a roll
+/// writes after the last record of segment `seq` of a lane: its records
+/// end there, and the lane goes on in its next segment. (Zeros where a
+/// segment's records stop, with no such record, are where a lane's newest
+/// segment stands, or what a power loss left.) `lsn` is that of the next
+/// segment's name; replay uses none.
+pub(crate) fn encode_segment_end(buf: &mut [u8], seq: u64, lsn: u64) {
+    const LEN: usize = 8 + 1 + 8;
+    buf[..SEGMENT_END].fill(0);
+    buf[0..4].copy_from_slice(&(LEN as u32).to_le_bytes());
+    buf[8..16].copy_from_slice(&lsn.to_le_bytes());
+    buf[16] = SEGMENT_END_TYPE;
+    buf[17..25].copy_from_slice(&seq.to_le_bytes());
+    let crc = crc32fast::hash(&buf[8..8 + LEN]);
+    buf[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The type of the record [`encode_segment_end`] writes.
+const SEGMENT_END_TYPE: u8 = 8;
 
 /// Whether the add (`kind` 2) or remove (`kind` 3) record of `n` hashes
 /// for filter `id` takes the short form.
@@ -409,6 +434,9 @@ pub(crate) enum Parsed<'a> {
     Record(Rec<'a>, u64, usize),
     /// Zeroes: the end of the written part of the segment.
     End,
+    /// The record that ends a segment a roll left (see
+    /// [`encode_segment_end`]), naming the segment's `<seq>`.
+    SegmentEnd(u64),
     /// Not a valid record.
     Bad(String),
 }
@@ -460,6 +488,12 @@ pub(crate) fn parse(b: &[u8]) -> Parsed<'_> {
         None => return Parsed::Bad("record too short for its type".into()),
     };
     let used = (8 + len).next_multiple_of(8);
+    if body[8] == SEGMENT_END_TYPE {
+        return match p.len() {
+            8 => Parsed::SegmentEnd(id),
+            _ => Parsed::Bad(format!("malformed record of type {SEGMENT_END_TYPE}")),
+        };
+    }
     if matches!(body[8], 2 | 3) {
         let hashes = (|| {
             let n = u32::from_le_bytes(p.get(8..12)?.try_into().ok()?) as usize;
@@ -651,5 +685,32 @@ mod tests {
                 assert!(!matches!(parse(&torn), Parsed::Record(..)), "cut {cut}");
             }
         }
+    }
+
+    #[test]
+    fn a_segment_end_reads_back_and_a_torn_one_does_not() {
+        let mut b = [0u8; SEGMENT_END + 8];
+        encode_segment_end(&mut b, 41, 9_000);
+        assert_eq!(parse(&b), Parsed::SegmentEnd(41));
+        assert_eq!(parse(&b[SEGMENT_END..]), Parsed::End);
+        for cut in 1..25 {
+            let mut torn = b;
+            torn[cut..SEGMENT_END].fill(0);
+            if torn[..SEGMENT_END] == b[..SEGMENT_END] {
+                continue;
+            }
+            assert!(
+                matches!(parse(&torn), Parsed::Bad(_)),
+                "cut {cut}: {:?}",
+                parse(&torn)
+            );
+        }
+        // Another type's payload length is no segment end.
+        let mut long = [0u8; 48];
+        encode_segment_end(&mut long, 41, 9_000);
+        long[0] = 25;
+        let crc = crc32fast::hash(&long[8..33]);
+        long[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(parse(&long), Parsed::Bad(_)));
     }
 }

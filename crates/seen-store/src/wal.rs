@@ -103,7 +103,8 @@ use memmap2::MmapRaw;
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{Fs, FsFile};
 use crate::record::{
-    encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SHORT_FLAG, SHORT_RECORD,
+    encode_segment_end, encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SEGMENT_END,
+    SHORT_FLAG, SHORT_RECORD,
 };
 use crate::ring::{self, Ring, Rings};
 use seen_core::ItemHash;
@@ -264,11 +265,7 @@ impl LaneState {
     /// segment file made on the way: its segment has room, or a spare
     /// waits.
     fn takes_at_once(&self, total: usize) -> bool {
-        self.spare.is_some()
-            || self
-                .cur
-                .as_ref()
-                .is_some_and(|c| c.offset + total <= c.map.len())
+        self.spare.is_some() || self.cur.as_ref().is_some_and(|c| c.has_room(total))
     }
 }
 
@@ -488,7 +485,7 @@ pub(crate) struct Wal {
     dir_dirty: AtomicBool,
     /// Under `EverySec` and `Always`: the file a sync writes, after the
     /// segments, how far every lane is durable in (see [`SyncMark`]).
-    mark: Option<Mutex<MarkFile>>,
+    mark: Option<Mutex<Box<dyn FsFile>>>,
     /// When the mark was last written by a sync, in nanoseconds after
     /// `opened` (0: at open).
     mark_written: AtomicU64,
@@ -546,12 +543,11 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// for the lane's end. Damage below it cannot: corruption, which stops
 /// the open. Under `EverySec` every sync writes it, so that past it is
 /// exactly what no completed sync covered. Past its lane's entry, the
-/// end of a segment's records ends the lane too when a later segment of
-/// it holds written bytes (see `LaneReader::advance`). Under `Always` a
-/// sync writes it if the last was written [`MARK_EVERY`] ago or more, or
-/// if a lane is in a later segment than the last mark lists (so that no
-/// acknowledged record is past such an end): everything it
-/// acknowledged was synced, and a power loss can only tear the records of
+/// end of a segment's records without a segment-end record ends the lane
+/// too when a later segment of it holds written bytes (see
+/// `LaneReader::advance`). Under `Always` a sync writes it if the last was
+/// written [`MARK_EVERY`] ago or more: everything it acknowledged was
+/// synced, and a power loss can only tear the records of
 /// the sync in flight, but when that leaves a torn record or zeros with
 /// valid ones after it (a page write whose later sector reached the disk
 /// and an earlier one did not: 5 rounds in 100 of the power-loss test),
@@ -569,23 +565,12 @@ pub(crate) struct SyncMark {
     pub(crate) boot: [u8; 16],
     /// `(lane, seq, offset)`.
     pub(crate) lanes: Vec<(usize, u64, u64)>,
-}
-
-/// The sync mark's file, and the segment each lane was in when the mark
-/// was last written there.
-struct MarkFile {
-    file: Box<dyn FsFile>,
-    /// `(lane, seq)` of each of the last mark's entries.
-    seqs: Vec<(usize, u64)>,
-}
-
-impl MarkFile {
-    fn seqs_of(mark: &SyncMark) -> Vec<(usize, u64)> {
-        mark.lanes
-            .iter()
-            .map(|&(lane, seq, _)| (lane, seq))
-            .collect()
-    }
+    /// Whether the run that wrote it ends each segment a roll leaves with
+    /// a segment-end record (version 2 of the mark; runs that wrote
+    /// version 1 did not): past the mark, a segment whose records end
+    /// without one, followed by another of its lane, lost its end (see
+    /// `LaneReader::advance`).
+    pub(crate) ends: bool,
 }
 
 const MARK_MAGIC: &[u8; 8] = b"SEENSYNC";
@@ -595,7 +580,8 @@ impl SyncMark {
     fn encode(&self) -> [u8; SECTOR] {
         let mut out = [0u8; SECTOR];
         out[..8].copy_from_slice(MARK_MAGIC);
-        out[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let version: u32 = if self.ends { 2 } else { 1 };
+        out[8..12].copy_from_slice(&version.to_le_bytes());
         let n = self.lanes.len().min(MARK_LANES);
         out[12..16].copy_from_slice(&(n as u32).to_le_bytes());
         out[16..32].copy_from_slice(&self.boot);
@@ -610,13 +596,13 @@ impl SyncMark {
         out
     }
 
-    /// `None` for anything but a whole, valid mark of version 1.
+    /// `None` for anything but a whole, valid mark of version 1 or 2.
     pub(crate) fn decode(bytes: &[u8]) -> Option<SyncMark> {
         let b = bytes.get(..SECTOR)?;
         let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
         let long = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
         if &b[..8] != MARK_MAGIC
-            || word(8) != 1
+            || !matches!(word(8), 1 | 2)
             || crc32fast::hash(&b[..SECTOR - 4]) != word(SECTOR - 4)
         {
             return None;
@@ -634,6 +620,7 @@ impl SyncMark {
         Some(SyncMark {
             boot: b[16..32].try_into().expect("16"),
             lanes,
+            ends: word(8) == 2,
         })
     }
 
@@ -950,6 +937,12 @@ fn set_record_lsn(bytes: &mut [u8], lsn: u64) {
 }
 
 impl Segment {
+    /// Whether a record of `total` bytes fits, with room left for the
+    /// segment-end record a roll writes after it.
+    fn has_room(&self, total: usize) -> bool {
+        self.offset + total + SEGMENT_END <= self.map.len()
+    }
+
     /// Is at least an eighth of it used? (A lane past that gets a spare;
     /// see [`LaneState::spare_due`].)
     fn eighth_used(&self) -> bool {
@@ -1090,7 +1083,9 @@ impl Wal {
             segment_size,
             zero_fill,
             drop_synced: policy == FsyncPolicy::EverySec,
-            max_record: segment_size.min(u64::from(SHORT_FLAG) - 1),
+            max_record: segment_size
+                .saturating_sub(SEGMENT_END as u64)
+                .min(u64::from(SHORT_FLAG) - 1),
             lanes: lanes
                 .into_iter()
                 .map(|st| Lane {
@@ -1215,7 +1210,7 @@ impl Wal {
     /// writes the sync mark that says the segments found are durable:
     /// every segment made from now on is past it (see [`SyncMark`]).
     /// Returns the mark's file.
-    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<MarkFile> {
+    fn first_mark(fs: &dyn Fs, dir: &Path, lanes: &[LaneState]) -> Result<Box<dyn FsFile>> {
         use std::os::unix::fs::FileExt;
         let path = dir.join(SYNC_MARK);
         let file = match fs.open_rw(&path) {
@@ -1226,6 +1221,7 @@ impl Wal {
             Err(e) => return Err(io_err("open", &path, e)),
         };
         let mark = SyncMark {
+            ends: true,
             boot: fs.boot_id(),
             lanes: lanes
                 .iter()
@@ -1239,10 +1235,7 @@ impl Wal {
             .map_err(|e| io_err("write", &path, e))?;
         fs.sync_dir(dir)
             .map_err(|e| io_err("sync directory", dir, e))?;
-        Ok(MarkFile {
-            seqs: MarkFile::seqs_of(&mark),
-            file,
-        })
+        Ok(file)
     }
 
     /// Starts the thread that maps pages in ahead of each lane's append
@@ -1536,20 +1529,18 @@ impl Wal {
         // this check is in the checkpoint's snapshots.
         self.check_poisoned()?;
         if total as u64 > self.max_record {
-            return Err(ErrorKind::WrongKind(if total as u64 > self.segment_size {
-                "a log record is larger than a log segment"
-            } else {
-                // Its length would read as the flag of a short record.
-                "a log record of 2 GiB or more"
-            })
+            return Err(ErrorKind::WrongKind(
+                if (total + SEGMENT_END) as u64 > self.segment_size {
+                    "a log record is larger than a log segment"
+                } else {
+                    // Its length would read as the flag of a short record.
+                    "a log record of 2 GiB or more"
+                },
+            )
             .into());
         }
         let lsn = self.take_lsn(st, ordered);
-        if st
-            .cur
-            .as_ref()
-            .is_none_or(|c| c.offset + total > c.map.len())
-        {
+        if st.cur.as_ref().is_none_or(|c| !c.has_room(total)) {
             // An lsn taken by an append that fails here is never written:
             // replay takes gaps between lsns in its stride.
             let full = st.cur.is_some();
@@ -2061,7 +2052,18 @@ impl Wal {
         st.next_seq += 1;
         st.segments.push((first_lsn, next.path.clone(), None));
         st.wanted = false;
-        if let Some(old) = st.cur.replace(next) {
+        if let Some(mut old) = st.cur.replace(next) {
+            // Its records end here, and the lane goes on in the next
+            // segment: after a power loss, zeros where they stop with no
+            // such record are a lost end (see `LaneReader::advance`). Every
+            // append left room for it (`Segment::has_room`); synced with
+            // the segment (`unsynced`, below).
+            let off = old.offset;
+            if off + SEGMENT_END <= old.map.len() {
+                let seq = old.seq;
+                encode_segment_end(old.bytes_mut(off, SEGMENT_END), seq, first_lsn);
+                old.offset += SEGMENT_END;
+            }
             st.rolled += old.offset as u64;
             if self.policy != FsyncPolicy::No {
                 st.unsynced.push((old.path.clone(), old.file.clone()));
@@ -2455,6 +2457,7 @@ impl Wal {
         let mut mark = SyncMark {
             boot: self.boot,
             lanes: Vec::new(),
+            ends: true,
         };
         let mut visit = |i: usize, st: &mut LaneState| {
             // How far this sync makes the lane durable: the append position
@@ -2530,28 +2533,22 @@ impl Wal {
                 .sync_dir(&self.dir)
                 .map_err(|e| (self.dir.clone(), e));
         }
-        // The mark: after every sync under `EverySec`; under `Always`
-        // at most every MARK_EVERY, and whenever a lane is in a later
-        // segment than the last mark lists (see `SyncMark`).
+        // The mark: after every sync under `EverySec`, at most every
+        // MARK_EVERY under `Always` (see `SyncMark`).
         let now = self.opened.elapsed().as_nanos() as u64;
         let mark_due = self.policy == FsyncPolicy::EverySec
             || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
                 >= MARK_EVERY.as_nanos() as u64;
-        if let (Some(file), true) = (&self.mark, result.is_ok()) {
+        if let (Some(file), true, true) = (&self.mark, mark_due, result.is_ok()) {
             use std::os::unix::fs::FileExt;
-            let mut file = lock(file);
-            let seqs = MarkFile::seqs_of(&mark);
-            if mark_due || seqs != file.seqs {
-                result = file
-                    .file
-                    .std_file()
-                    .write_all_at(&mark.encode(), 0)
-                    .and_then(|()| file.file.sync_data())
-                    .map_err(|e| (self.dir.join(SYNC_MARK), e));
-                if result.is_ok() {
-                    self.mark_written.store(now, Ordering::Relaxed);
-                    file.seqs = seqs;
-                }
+            let file = lock(file);
+            result = file
+                .std_file()
+                .write_all_at(&mark.encode(), 0)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| (self.dir.join(SYNC_MARK), e));
+            if result.is_ok() {
+                self.mark_written.store(now, Ordering::Relaxed);
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -3018,7 +3015,13 @@ impl<'s> LaneReader<'s> {
                             Some(w) => {
                                 Step::Bad("zeros, then written bytes".into(), true, Some(w), false)
                             }
-                            None if self.at + 1 < self.segments.len() => Step::EndPastMark,
+                            // With no segment-end record here, past the
+                            // mark of a run that writes them.
+                            None if self.at + 1 < self.segments.len()
+                                && self.mark.as_ref().is_some_and(|m| m.ends) =>
+                            {
+                                Step::EndPastMark
+                            }
                             None => Step::End,
                         }
                     }
@@ -3062,24 +3065,34 @@ impl<'s> LaneReader<'s> {
                         format!("record of filter id {}, lsn {lsn}: out of range", rec.id()),
                     ),
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
+                    // A roll ended the segment here: the lane goes on in
+                    // the next one.
+                    Parsed::SegmentEnd(s) if seq.is_none_or(|q| q == s) => Step::End,
+                    Parsed::SegmentEnd(s) => {
+                        Step::Damaged(format!("the end record of segment {s} in another segment"))
+                    }
                     Parsed::Bad(what) => bad(what),
                 }
             };
             match step {
                 Step::End => self.close_segment(),
-                // A roll ends a segment wherever the lane then stood, so
-                // zeros at a segment's end are no sign of a loss. But past
-                // the mark the segment's last records may be what a power
-                // loss took, while a later segment's reached the disk (the
-                // kernel writes unsynced pages back in any order): replayed
+                // A roll ends a segment with a segment-end record, so past
+                // the mark, zeros where the records stop, with a later
+                // segment of the lane holding records, are a lost end: a
+                // power loss took the segment's last records (and that
+                // record) while a later segment's reached the disk (the
+                // kernel writes unsynced pages back in any order). Replayed
                 // after such a gap, the lane would be no prefix, and for a
                 // counting filter a remove kept without the add before it
                 // leaves the item's count below its durable adds. So the
                 // lane ends here, as at a torn record. What the later
-                // segments hold was synced by no completed sync: a loss
-                // `EverySec` allows, and under `Always` none was
-                // acknowledged (a sync that covers a lane in a later segment
-                // than the last mark lists writes the mark, see `SyncMark`).
+                // segments hold was synced by no completed sync (one that
+                // had would have synced this segment's end record too:
+                // the roll wrote it before any record of the next, and
+                // left this segment for the next sync): a loss `EverySec`
+                // allows, and under `Always` none of it was acknowledged.
+                // (After a kill, or a clean shutdown, every segment a roll
+                // left holds its end record, and the lane goes on.)
                 Step::EndPastMark => {
                     let after = self.written_after(false)?.expect("all of it");
                     if after.is_empty() {
@@ -4617,10 +4630,13 @@ pub(crate) mod tests {
 
     #[test]
     fn past_the_sync_mark_a_hole_ends_the_lane_on_another_boot() {
-        // Segments of 4 KiB (128 records of one hash): the records run
-        // over several, all past the mark but the first few.
+        // Segments of 4 KiB (127 records of one hash and the segment's
+        // end): the records run over several, all past the mark but the
+        // first few.
         let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
         stop_helper(&wal);
+        // All in lane 0, whose lsns then follow each other.
+        HOME_LANE.with(|h| h.set(0));
         let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
         for h in &hashes[..4] {
             wal.append_hashes(2, 5, &[*h], true).unwrap();
@@ -4654,9 +4670,13 @@ pub(crate) mod tests {
 
     #[test]
     fn past_the_sync_mark_a_lane_ends_where_a_segment_ends_before_a_later_one() {
-        // Segments of 4 KiB: 128 records of one hash each.
+        // Segments of 4 KiB: 127 records of one hash each, then the
+        // segment's end.
+        const PER: usize = ((1 << 12) - SEGMENT_END) / SHORT_RECORD;
         let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
         stop_helper(&wal);
+        // All in lane 0, whose lsns then follow each other.
+        HOME_LANE.with(|h| h.set(0));
         let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
         for h in &hashes[..4] {
             wal.append_hashes(2, 5, &[*h], true).unwrap();
@@ -4669,14 +4689,20 @@ pub(crate) mod tests {
         let mut segs = segments_of(dir.path());
         segs.sort();
         assert!(segs.len() >= 3, "{segs:?}");
-        // A power loss took the second segment's last 28 records, whose
-        // sectors never reached the disk, and kept the third's: read as
-        // they are, the second would look like a segment a roll ended
-        // early, and the lane would go on after a gap.
-        let mut data = std::fs::read(&segs[1].path).unwrap();
-        assert!(data[127 * SHORT_RECORD..128 * SHORT_RECORD]
+        assert!(segs.iter().all(|s| s.lane == 0), "{segs:?}");
+        // Every record, through the segments' ends, as it was written.
+        let all: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
             .iter()
-            .any(|&b| b != 0));
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(all, (1..=400).collect::<Vec<_>>());
+        // A power loss took the second segment's last 27 records and its
+        // end record, whose sectors never reached the disk, and kept the
+        // third's: read as they are, the second would look like a
+        // segment whose records end where the lane stood, and the lane
+        // would go on after a gap.
+        let mut data = std::fs::read(&segs[1].path).unwrap();
+        assert_eq!(parse(&data[PER * SHORT_RECORD..]), Parsed::SegmentEnd(1));
         data[100 * SHORT_RECORD..].fill(0);
         std::fs::write(&segs[1].path, &data).unwrap();
         let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
@@ -4684,7 +4710,7 @@ pub(crate) mod tests {
             .map(|r| r.0)
             .collect();
         // A prefix of the lane, up to the cut.
-        assert_eq!(lsns, (1..=228).collect::<Vec<_>>());
+        assert_eq!(lsns, (1..=(PER + 100) as u64).collect::<Vec<_>>());
         // The later segments were zeroed: the same boot reads the same.
         let again: Vec<u64> = hash_records(&RealFs, dir.path())
             .iter()
@@ -4694,32 +4720,76 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn under_always_a_sync_into_a_later_segment_writes_the_sync_mark() {
-        // Records in a segment after the one the mark lists are taken, on
-        // another boot, for ones that may follow lost ones (see the test
-        // above): under `Always` the sync that makes them durable must say
-        // so, however soon after the last mark it comes.
-        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::Always, 1 << 12);
-        stop_helper(&wal);
-        // No mark falls due by the clock.
-        wal.mark_written.store(u64::MAX, Ordering::Relaxed);
-        for i in 1..=300 {
-            let lsn = wal
-                .append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
-                .unwrap();
-            wal.commit(lsn).unwrap();
+    fn past_the_sync_mark_the_lane_goes_on_through_the_segments_rolls_ended() {
+        // Under `Always` the mark is written at most once a second, so
+        // acknowledged records can be in segments after the one it lists;
+        // under `EverySec` a killed process, or a store dropped unsynced,
+        // leaves such records too, and a reboot before the next open finds
+        // them past the mark. Each segment a roll left ends with its end
+        // record: on another boot the lane goes on through them all.
+        for policy in [FsyncPolicy::Always, FsyncPolicy::EverySec] {
+            let (dir, _fs, wal) = fresh_wal(policy, 1 << 12);
+            stop_helper(&wal);
+            // No mark falls due by the clock.
+            wal.mark_written.store(u64::MAX, Ordering::Relaxed);
+            for i in 1..=300 {
+                let lsn = wal
+                    .append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
+                    .unwrap();
+                wal.commit(lsn).unwrap();
+            }
+            let lane0 = segments_of(dir.path())
+                .iter()
+                .filter(|s| s.lane == 0)
+                .count();
+            assert!(lane0 >= 3, "{policy:?}: {lane0} segments");
+            let mark = SyncMark::read(&TestFs::other_boot(), dir.path()).unwrap();
+            assert_eq!(mark.entry(0), Some((0, 0)), "{policy:?}: the open's mark");
+            drop(wal);
+            let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
+                .iter()
+                .map(|r| r.0)
+                .collect();
+            assert_eq!(lsns, (1..=300).collect::<Vec<_>>(), "{policy:?}");
         }
-        let newest = segments_of(dir.path())
-            .iter()
-            .filter(|s| s.lane == 0)
-            .filter_map(|s| s.seq)
-            .max()
-            .unwrap();
-        let mark = SyncMark::read(&TestFs::other_boot(), dir.path()).unwrap();
-        assert_eq!(mark.entry(0).map(|(seq, _)| seq), Some(newest));
+    }
+
+    #[test]
+    fn a_mark_of_a_run_that_wrote_no_segment_ends_keeps_its_lanes_going() {
+        // A log written before segments had end records (a data directory
+        // of format 5, whose mark is of version 1), its run killed and the
+        // machine rebooted before this build opens it: its rolled segments
+        // end in zeros, which are no sign of a loss there.
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
+        stop_helper(&wal);
+        for i in 1..=300 {
+            wal.append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+        }
         drop(wal);
-        // Every acknowledged record, after a power loss that kept them all.
-        assert_eq!(hash_records(&TestFs::other_boot(), dir.path()).len(), 300);
+        let mut mark = SyncMark::read(&TestFs::other_boot(), dir.path()).unwrap();
+        assert!(mark.ends);
+        mark.ends = false;
+        std::fs::write(dir.path().join(SYNC_MARK), mark.encode()).unwrap();
+        let mut ends = 0;
+        for seg in segments_of(dir.path()) {
+            let mut data = std::fs::read(&seg.path).unwrap();
+            let mut off = 0;
+            while let Parsed::Record(_, _, used) = parse(&data[off..]) {
+                off += used;
+            }
+            if let Parsed::SegmentEnd(_) = parse(&data[off..]) {
+                data[off..off + SEGMENT_END].fill(0);
+                std::fs::write(&seg.path, &data).unwrap();
+                ends += 1;
+            }
+        }
+        assert!(ends >= 2, "{ends} segment ends");
+        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(lsns, (1..=300).collect::<Vec<_>>());
     }
 
     #[test]
@@ -4769,9 +4839,20 @@ pub(crate) mod tests {
         let mark = SyncMark {
             boot: [7; 16],
             lanes: vec![(0, 3, 4096), (1, 5, 0)],
+            ends: true,
         };
         let bytes = mark.encode();
         assert_eq!(SyncMark::decode(&bytes), Some(mark.clone()));
+        // Version 1, of runs that wrote no segment ends.
+        let old = SyncMark {
+            ends: false,
+            ..mark.clone()
+        };
+        assert_eq!(
+            u32::from_le_bytes(old.encode()[8..12].try_into().unwrap()),
+            1
+        );
+        assert_eq!(SyncMark::decode(&old.encode()), Some(old));
         for at in [0, 12, 20, 40, 300, SECTOR - 1] {
             let mut bad = bytes;
             bad[at] ^= 1;
@@ -4798,6 +4879,7 @@ pub(crate) mod tests {
             let mark = SyncMark {
                 boot,
                 lanes: vec![(0, 0, 0)],
+                ends: true,
             };
             std::fs::write(dir.path().join(SYNC_MARK), mark.encode()).unwrap();
         };

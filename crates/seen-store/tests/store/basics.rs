@@ -82,7 +82,7 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     }
     assert_eq!(
         std::fs::read_to_string(&format).unwrap(),
-        "seen-store data directory, format 5\n"
+        "seen-store data directory, format 6\n"
     );
     // A directory from before the file (format 1) is marked as of this
     // format, and opens as before.
@@ -95,11 +95,11 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     drop(s);
     assert!(std::fs::read_to_string(&format)
         .unwrap()
-        .ends_with("format 5\n"));
+        .ends_with("format 6\n"));
     for (text, want) in [
         (
-            "seen-store data directory, format 6\n",
-            "format 6, written by a later seen",
+            "seen-store data directory, format 7\n",
+            "format 7, written by a later seen",
         ),
         ("something else\n", "not a format line"),
     ] {

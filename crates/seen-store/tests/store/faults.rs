@@ -760,15 +760,21 @@ fn cut_log_after(dir: &Path, lsn: u64) -> usize {
         let mut data = std::fs::read(&path).unwrap();
         let end = end_of_records(&data);
         let mut off = 0;
+        let mut here = 0;
         while off < end {
             let used = record_size(&data, off);
             let rec_lsn = u64::from_le_bytes(data[off + 8..off + 16].try_into().unwrap());
             if rec_lsn > lsn {
                 data[off..off + used].fill(0);
-                zeroed += 1;
+                here += 1;
             }
             off += used;
         }
+        // A segment cut short has lost its end record too.
+        if here > 0 && is_segment_end(&data, end) {
+            data[end..end + 32].fill(0);
+        }
+        zeroed += here;
         std::fs::write(&path, &data).unwrap();
     }
     zeroed
@@ -787,16 +793,25 @@ fn record_size(data: &[u8], off: usize) -> usize {
 }
 
 /// Offset just past the last record of a segment (records are 8-aligned
-/// and start with a non-zero word).
+/// and start with a non-zero word), before the segment-end record a roll
+/// writes after them, if any.
 fn end_of_records(data: &[u8]) -> usize {
     let mut off = 0;
-    while off + 8 <= data.len() {
+    while off + 8 <= data.len() && !is_segment_end(data, off) {
         match record_size(data, off) {
             0 => break,
             n => off += n,
         }
     }
     off
+}
+
+/// Whether the record at `off` is a segment-end record (type 8, 32 bytes
+/// with its padding: docs/FORMAT.md, section 6.1).
+fn is_segment_end(data: &[u8], off: usize) -> bool {
+    data.len() >= off + 32
+        && u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) == 17
+        && data[off + 16] == 8
 }
 
 /// A store in `dir` with filter `f` holding items 0 to 49, added one by
