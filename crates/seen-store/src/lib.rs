@@ -90,8 +90,9 @@
 //! lane 0, so they come back as a prefix of those made, and a remove never
 //! survives without the adds before it. (A counting filter over 1 MiB is
 //! snapshotted in pieces, each at its own point of the log; an item's
-//! counters are all in one piece. Under `No`, which writes no mark, a
-//! power loss can leave a gap that the open replays past.)
+//! counters are all in one piece. Under `No`, which writes no mark and
+//! promises nothing across a power loss, a gap a power loss left may need
+//! salvage, or be replayed past.)
 //!
 //! ```
 //! use seen_store::{FilterSpec, Store, StoreOptions, FsyncPolicy};

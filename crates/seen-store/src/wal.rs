@@ -489,6 +489,11 @@ pub(crate) struct Wal {
     /// When the mark was last written by a sync, in nanoseconds after
     /// `opened` (0: at open).
     mark_written: AtomicU64,
+    /// Under `Always`: 0, or one more than the `<seq>` of lane 0's segment
+    /// from which syncs must write the mark whatever `mark_written` says,
+    /// until one lists lane 0 there or later (set by
+    /// [`reset_after_checkpoint`](Wal::reset_after_checkpoint)).
+    mark_from_seq: AtomicU64,
     /// The machine's boot id, for the mark ([`Fs::boot_id`]).
     boot: [u8; 16],
     /// Where threads stage their unordered adds (see [`Wal::stage`]):
@@ -1121,6 +1126,7 @@ impl Wal {
             dir_dirty: AtomicBool::new(false),
             mark,
             mark_written: AtomicU64::new(0),
+            mark_from_seq: AtomicU64::new(0),
             boot: fs_boot,
             rings: rings.filter(|_| policy != FsyncPolicy::Always),
             copy_failed: AtomicBool::new(false),
@@ -1531,7 +1537,7 @@ impl Wal {
         if total as u64 > self.max_record {
             return Err(ErrorKind::WrongKind(
                 if (total + SEGMENT_END) as u64 > self.segment_size {
-                    "a log record is larger than a log segment"
+                    "a log record does not fit in a log segment with the record that ends it"
                 } else {
                     // Its length would read as the flag of a short record.
                     "a log record of 2 GiB or more"
@@ -2058,11 +2064,18 @@ impl Wal {
             // such record are a lost end (see `LaneReader::advance`). Every
             // append left room for it (`Segment::has_room`); synced with
             // the segment (`unsynced`, below).
-            let off = old.offset;
+            let (off, seq) = (old.offset, old.seq);
             if off + SEGMENT_END <= old.map.len() {
-                let seq = old.seq;
                 encode_segment_end(old.bytes_mut(off, SEGMENT_END), seq, first_lsn);
                 old.offset += SEGMENT_END;
+            } else {
+                // Only a test that moves `offset` by hand gets here. A real
+                // one would make the segment read, after a power loss past
+                // the mark, as one that lost its end.
+                tracing::error!(
+                    "{}: no room for the record that ends it",
+                    old.path.display()
+                );
             }
             st.rolled += old.offset as u64;
             if self.policy != FsyncPolicy::No {
@@ -2534,9 +2547,12 @@ impl Wal {
                 .map_err(|e| (self.dir.clone(), e));
         }
         // The mark: after every sync under `EverySec`, at most every
-        // MARK_EVERY under `Always` (see `SyncMark`).
+        // MARK_EVERY under `Always` (see `SyncMark`), and after a reset
+        // until a mark lists lane 0 in the segment the reset began.
         let now = self.opened.elapsed().as_nanos() as u64;
+        let from_seq = self.mark_from_seq.load(Ordering::Acquire);
         let mark_due = self.policy == FsyncPolicy::EverySec
+            || from_seq != 0
             || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
                 >= MARK_EVERY.as_nanos() as u64;
         if let (Some(file), true, true) = (&self.mark, mark_due, result.is_ok()) {
@@ -2549,6 +2565,14 @@ impl Wal {
                 .map_err(|e| (self.dir.join(SYNC_MARK), e));
             if result.is_ok() {
                 self.mark_written.store(now, Ordering::Relaxed);
+                if mark.entry(0).is_some_and(|(seq, _)| seq + 1 >= from_seq) {
+                    let _ = self.mark_from_seq.compare_exchange(
+                        from_seq,
+                        0,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                }
             }
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -2757,6 +2781,16 @@ impl Wal {
             if i == 0 {
                 self.roll(0, &mut st, next)?;
                 st.unsynced.clear();
+                // No sync covers the end record that roll wrote (the list
+                // of files to sync was just given up): until a mark lists
+                // lane 0 in the new segment, records acknowledged there
+                // would be past the mark behind a segment whose end a power
+                // loss can take, and the reader would end the lane before
+                // them (see `LaneReader::advance`). So the next sync writes
+                // the mark, under `Always` too.
+                if let Some(cur) = &st.cur {
+                    self.mark_from_seq.store(cur.seq + 1, Ordering::Release);
+                }
             } else if st.cur.take().is_some() {
                 // The segment given up has no successor to say where its
                 // records end: say it here, so that it can be retired.
@@ -4752,6 +4786,61 @@ pub(crate) mod tests {
                 .collect();
             assert_eq!(lsns, (1..=300).collect::<Vec<_>>(), "{policy:?}");
         }
+    }
+
+    #[test]
+    fn under_always_the_first_sync_after_a_poisoned_log_is_reset_writes_the_mark() {
+        // The reset after a failed sync rolls lane 0, writing the end
+        // record of a segment that no later sync covers (the reset gives
+        // up the lanes' lists of files to sync). Records acknowledged after
+        // it, within a second of the last mark, would then be past the mark
+        // behind a segment with no end record: after a power loss that
+        // took that record, the lane would end before them.
+        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::Always, 1 << 12);
+        stop_helper(&wal);
+        // No mark falls due by the clock.
+        wal.mark_written.store(u64::MAX, Ordering::Relaxed);
+        let add = |i: u64| {
+            let lsn = wal
+                .append_hashes(2, 5, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+            wal.commit(lsn).unwrap();
+            lsn
+        };
+        for i in 1..=10 {
+            add(i);
+        }
+        // A checkpoint's roll, then the failed sync, then the reset.
+        wal.start_new_segment().unwrap();
+        wal.poison_for_test();
+        let epoch = wal.poison_epoch().unwrap();
+        wal.reset_after_checkpoint(epoch).unwrap();
+        let acked: Vec<u64> = (11..=20).map(add).collect();
+        drop(wal);
+        // The power loss took the end record no sync covered.
+        let mut segs = segments_of(dir.path());
+        segs.sort();
+        let emptied = segs
+            .iter()
+            .filter(|s| {
+                let mut data = std::fs::read(&s.path).unwrap();
+                let ended = parse(&data) == Parsed::SegmentEnd(s.seq.unwrap());
+                if ended {
+                    data[..SEGMENT_END].fill(0);
+                    std::fs::write(&s.path, &data).unwrap();
+                }
+                ended
+            })
+            .count();
+        assert_eq!(emptied, 1, "{segs:?}");
+        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert!(
+            acked.iter().all(|l| lsns.contains(l)),
+            "{lsns:?}, acknowledged {acked:?}"
+        );
     }
 
     #[test]
