@@ -2702,6 +2702,24 @@ mod tests {
         assert_eq!(store.contains(b"gone", &[b"x"]).unwrap(), None);
     }
 
+    /// A store under `everysec` with segments of 4 KiB and counting filter
+    /// `c` (1,000 items at 0.1%).
+    fn counting_in_small_segments() -> (tempfile::TempDir, StoreOptions, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            fsync: FsyncPolicy::EverySec,
+            segment_size: 1 << 12,
+            ..Default::default()
+        };
+        let spec = FilterSpec::Counting {
+            capacity: 1000,
+            error_rate: 0.001,
+        };
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        store.create(b"c", &spec).unwrap();
+        (dir, opts, store)
+    }
+
     /// A power loss under `everysec` that took the end of the log's
     /// segment holding a counting filter's second add of an item (past
     /// the sync mark), and kept the next segment, holding a remove of
@@ -2711,18 +2729,7 @@ mod tests {
     /// and the item was gone).
     #[test]
     fn a_power_loss_keeping_a_later_segment_takes_no_durable_add_from_a_counting_filter() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 1 << 12,
-            ..Default::default()
-        };
-        let spec = FilterSpec::Counting {
-            capacity: 1000,
-            error_rate: 0.01,
-        };
-        let store = Store::open(dir.path(), opts.clone()).unwrap();
-        store.create(b"c", &spec).unwrap();
+        let (dir, opts, store) = counting_in_small_segments();
         store.add(b"c", &[b"x"], None).unwrap();
         store.sync().unwrap();
         let wal_dir = store.wal_dir().to_path_buf();
@@ -2767,18 +2774,7 @@ mod tests {
     /// for a loss and end the lane there).
     #[test]
     fn a_reboot_after_a_store_dropped_unsynced_brings_back_every_add() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 1 << 12,
-            ..Default::default()
-        };
-        let spec = FilterSpec::Counting {
-            capacity: 1000,
-            error_rate: 0.001,
-        };
-        let store = Store::open(dir.path(), opts.clone()).unwrap();
-        store.create(b"c", &spec).unwrap();
+        let (dir, opts, store) = counting_in_small_segments();
         store.sync().unwrap();
         let items: Vec<Vec<u8>> = (0..400u32).map(|i| i.to_le_bytes().to_vec()).collect();
         for item in &items {

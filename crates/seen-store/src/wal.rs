@@ -3462,6 +3462,11 @@ pub(crate) mod tests {
         seen
     }
 
+    /// The lsns of [`hash_records`].
+    fn lsns_of(fs: &dyn Fs, dir: &Path) -> Vec<u64> {
+        hash_records(fs, dir).iter().map(|r| r.0).collect()
+    }
+
     /// A new log, starting at lsn 1, in a new temporary directory.
     fn fresh_wal(
         policy: FsyncPolicy,
@@ -4662,14 +4667,13 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn past_the_sync_mark_a_hole_ends_the_lane_on_another_boot() {
-        // Segments of 4 KiB (127 records of one hash and the segment's
-        // end): the records run over several, all past the mark but the
-        // first few.
+    /// A log under `EverySec` in segments of 4 KiB (127 records of one
+    /// hash each, then the segment's end), all in lane 0 (whose lsns then
+    /// follow each other): lsns 1 to 400, the mark written after the
+    /// fourth, and the segments in their order.
+    fn log_past_the_mark() -> (tempfile::TempDir, Vec<SegmentFile>) {
         let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
         stop_helper(&wal);
-        // All in lane 0, whose lsns then follow each other.
         HOME_LANE.with(|h| h.set(0));
         let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
         for h in &hashes[..4] {
@@ -4683,6 +4687,14 @@ pub(crate) mod tests {
         let mut segs = segments_of(dir.path());
         segs.sort();
         assert!(segs.len() >= 3, "{segs:?}");
+        (dir, segs)
+    }
+
+    #[test]
+    fn past_the_sync_mark_a_hole_ends_the_lane_on_another_boot() {
+        // The records run over several segments, all past the mark but
+        // the first few.
+        let (dir, segs) = log_past_the_mark();
         // A power loss kept the second segment's later sectors but not its
         // second one.
         let mut data = std::fs::read(&segs[1].path).unwrap();
@@ -4695,40 +4707,18 @@ pub(crate) mod tests {
         assert!((4..400).contains(&n), "{n}");
         assert_eq!(lsns, (1..=n as u64).collect::<Vec<_>>());
         // The rest was zeroed: the same boot now reads the same prefix.
-        let again: Vec<u64> = hash_records(&RealFs, dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let again = lsns_of(&RealFs, dir.path());
         assert_eq!(again, lsns);
     }
 
     #[test]
     fn past_the_sync_mark_a_lane_ends_where_a_segment_ends_before_a_later_one() {
-        // Segments of 4 KiB: 127 records of one hash each, then the
-        // segment's end.
+        // Records of one hash in a segment of 4 KiB, before its end.
         const PER: usize = ((1 << 12) - SEGMENT_END) / SHORT_RECORD;
-        let (dir, _fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 12);
-        stop_helper(&wal);
-        // All in lane 0, whose lsns then follow each other.
-        HOME_LANE.with(|h| h.set(0));
-        let hashes: Vec<ItemHash> = (1..=400).map(|i| ItemHash { lo: i, hi: i }).collect();
-        for h in &hashes[..4] {
-            wal.append_hashes(2, 5, &[*h], true).unwrap();
-        }
-        wal.sync_all().unwrap();
-        for h in &hashes[4..] {
-            wal.append_hashes(2, 5, &[*h], true).unwrap();
-        }
-        drop(wal);
-        let mut segs = segments_of(dir.path());
-        segs.sort();
-        assert!(segs.len() >= 3, "{segs:?}");
+        let (dir, segs) = log_past_the_mark();
         assert!(segs.iter().all(|s| s.lane == 0), "{segs:?}");
         // Every record, through the segments' ends, as it was written.
-        let all: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let all = lsns_of(&TestFs::other_boot(), dir.path());
         assert_eq!(all, (1..=400).collect::<Vec<_>>());
         // A power loss took the second segment's last 27 records and its
         // end record, whose sectors never reached the disk, and kept the
@@ -4739,17 +4729,11 @@ pub(crate) mod tests {
         assert_eq!(parse(&data[PER * SHORT_RECORD..]), Parsed::SegmentEnd(1));
         data[100 * SHORT_RECORD..].fill(0);
         std::fs::write(&segs[1].path, &data).unwrap();
-        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let lsns = lsns_of(&TestFs::other_boot(), dir.path());
         // A prefix of the lane, up to the cut.
         assert_eq!(lsns, (1..=(PER + 100) as u64).collect::<Vec<_>>());
         // The later segments were zeroed: the same boot reads the same.
-        let again: Vec<u64> = hash_records(&RealFs, dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let again = lsns_of(&RealFs, dir.path());
         assert_eq!(again, lsns);
     }
 
@@ -4780,10 +4764,7 @@ pub(crate) mod tests {
             let mark = SyncMark::read(&TestFs::other_boot(), dir.path()).unwrap();
             assert_eq!(mark.entry(0), Some((0, 0)), "{policy:?}: the open's mark");
             drop(wal);
-            let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-                .iter()
-                .map(|r| r.0)
-                .collect();
+            let lsns = lsns_of(&TestFs::other_boot(), dir.path());
             assert_eq!(lsns, (1..=300).collect::<Vec<_>>(), "{policy:?}");
         }
     }
@@ -4833,10 +4814,7 @@ pub(crate) mod tests {
             })
             .count();
         assert_eq!(emptied, 1, "{segs:?}");
-        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let lsns = lsns_of(&TestFs::other_boot(), dir.path());
         assert!(
             acked.iter().all(|l| lsns.contains(l)),
             "{lsns:?}, acknowledged {acked:?}"
@@ -4874,10 +4852,7 @@ pub(crate) mod tests {
             }
         }
         assert!(ends >= 2, "{ends} segment ends");
-        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let lsns = lsns_of(&TestFs::other_boot(), dir.path());
         assert_eq!(lsns, (1..=300).collect::<Vec<_>>());
     }
 
@@ -4916,10 +4891,7 @@ pub(crate) mod tests {
         data[19 * SHORT_RECORD + 12] ^= 1;
         data[80 * SHORT_RECORD + 12] ^= 1;
         std::fs::write(seg, &data).unwrap();
-        let lsns: Vec<u64> = hash_records(&TestFs::other_boot(), dir.path())
-            .iter()
-            .map(|r| r.0)
-            .collect();
+        let lsns = lsns_of(&TestFs::other_boot(), dir.path());
         assert_eq!(lsns, (1..=80).collect::<Vec<_>>());
     }
 
