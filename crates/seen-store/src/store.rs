@@ -2751,9 +2751,8 @@ mod tests {
         // segment it points into as that sync left it (zeros past the
         // offset); the later segments as written.
         std::fs::write(&mark_path, &durable).unwrap();
-        let segs: Vec<_> = std::fs::read_dir(&wal_dir)
-            .unwrap()
-            .filter_map(|e| crate::wal::parse_segment_name(&e.unwrap().path()))
+        let segs: Vec<_> = crate::wal::tests::segments_of(&wal_dir)
+            .into_iter()
             .filter(|s| s.lane == 0)
             .collect();
         let cut = segs.iter().find(|s| s.seq == Some(seq)).unwrap();
@@ -2782,9 +2781,8 @@ mod tests {
         }
         let wal_dir = store.wal_dir().to_path_buf();
         drop(store);
-        let lane0 = std::fs::read_dir(&wal_dir)
-            .unwrap()
-            .filter_map(|e| crate::wal::parse_segment_name(&e.unwrap().path()))
+        let lane0 = crate::wal::tests::segments_of(&wal_dir)
+            .iter()
             .filter(|s| s.lane == 0)
             .count();
         assert!(lane0 >= 3, "{lane0} segments");

@@ -2983,6 +2983,18 @@ impl<'s> LaneReader<'s> {
         Ok(())
     }
 
+    /// Ends the lane at the current position: no segment of it is read
+    /// further, and the bytes `zero` names (path, offset, length) are
+    /// zeroed once the maps are gone (see [`finish`](Self::finish)), so
+    /// that a later recovery does not mistake them for corruption once
+    /// newer records follow.
+    fn end_lane(&mut self, zero: impl IntoIterator<Item = (PathBuf, u64, usize)>) {
+        self.torn.extend(zero);
+        while self.at < self.segments.len() {
+            self.close_segment();
+        }
+    }
+
     fn close_segment(&mut self) {
         self.segments[self.at].last_lsn = Some(self.prev);
         self.map = None;
@@ -3141,10 +3153,7 @@ impl<'s> LaneReader<'s> {
                         self.lane,
                         self.prev
                     );
-                    self.torn.extend(after);
-                    while self.at < self.segments.len() {
-                        self.close_segment();
-                    }
+                    self.end_lane(after);
                 }
                 Step::Damaged(what) => self.damaged_here(what)?,
                 Step::Record(lsn) if lsn < first => {
@@ -3207,15 +3216,7 @@ impl<'s> LaneReader<'s> {
                         self.lane,
                         self.prev
                     );
-                    // Zero the torn bytes, and whatever the lane's later
-                    // segments hold (once the maps are gone), so that a
-                    // later recovery does not mistake them for corruption
-                    // once newer records follow.
-                    self.torn.extend(written.map(|(o, l)| (path, o, l)));
-                    self.torn.extend(after);
-                    while self.at < self.segments.len() {
-                        self.close_segment();
-                    }
+                    self.end_lane(written.map(|(o, l)| (path, o, l)).into_iter().chain(after));
                 }
             }
         }
@@ -3440,7 +3441,7 @@ pub(crate) mod tests {
     use crate::fs::{RealFile, RealFs};
 
     /// The segments in `dir`, as the store finds them at open.
-    fn segments_of(dir: &Path) -> Vec<SegmentFile> {
+    pub(crate) fn segments_of(dir: &Path) -> Vec<SegmentFile> {
         std::fs::read_dir(dir)
             .unwrap()
             .filter_map(|e| parse_segment_name(&e.unwrap().path()))
