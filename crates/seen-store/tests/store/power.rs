@@ -476,16 +476,16 @@ fn run_until_cut(
     // next sync fails).
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
-    // In every other round these writers pace themselves as the counting
-    // filter's does, so that the counting filter's short records fill
+    // A round in four hunts for a gap in a lane (a segment's last records
+    // lost, the next segment's kept): paced writers, checkpoints 200 ms
+    // apart, a cut after more than a second that keeps a prefix of each
+    // file. (Drawn apart, the four came together once in 32 rounds, and
+    // 30 rounds found the gap in about half the runs.) Paced, in those
+    // rounds and every other one of the rest, these writers go at the
+    // counting filter's writer's pace, so that its short records fill
     // most of lane 0: a power loss's cut between sectors then falls
     // between two records more often than inside a long one (which ends
     // the lane as a torn record).
-    // A round in four hunts for a gap in a lane (a segment's last records
-    // lost, the next segment's kept): paced writers, checkpoints
-    // 200 ms apart, a cut after more than a second that keeps a prefix of
-    // each file. (Drawn apart, the four came together once in 32 rounds,
-    // and 30 rounds found the gap in about half the runs.)
     let hunt = rng.gen_ratio(1, 4);
     let paced = hunt || rng.gen_bool(0.5);
     for w in 0..4u64 {
