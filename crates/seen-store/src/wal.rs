@@ -3112,8 +3112,22 @@ impl<'s> LaneReader<'s> {
                     ),
                     Parsed::Record(_, lsn, _) => Step::Record(lsn),
                     // A roll ended the segment here: the lane goes on in
-                    // the next one.
-                    Parsed::SegmentEnd(s) if seq.is_none_or(|q| q == s) => Step::End,
+                    // the next one. Nothing is written after the record
+                    // (a roll and every append hold the lane's mutex), so
+                    // written bytes after it are damage, looked for as
+                    // after a lane's last record (within `HOLE_SCAN`).
+                    Parsed::SegmentEnd(s) if seq.is_none_or(|q| q == s) => {
+                        let from = (off + SEGMENT_END).min(data.len());
+                        let near = &data[from..(from + HOLE_SCAN).min(data.len())];
+                        match near.iter().position(|&b| b != 0) {
+                            None => Step::End,
+                            Some(p) => Step::Damaged(format!(
+                                "written bytes at offset {} after the record that ends the \
+                                 segment",
+                                from + p
+                            )),
+                        }
+                    }
                     Parsed::SegmentEnd(s) => {
                         Step::Damaged(format!("the end record of segment {s} in another segment"))
                     }
@@ -4736,6 +4750,38 @@ pub(crate) mod tests {
         // The later segments were zeroed: the same boot reads the same.
         let again = lsns_of(&RealFs, dir.path());
         assert_eq!(again, lsns);
+    }
+
+    /// Nothing is written after a segment's end record, so a written byte
+    /// there is damage, on this boot and another, and not ignored.
+    #[test]
+    fn written_bytes_after_a_segment_end_record_are_damage() {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::Always, 1 << 12);
+        for i in 1..=10 {
+            wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+        }
+        // Too long for the rest of the segment: the roll ends it early.
+        let many: Vec<ItemHash> = (0..250).map(|i| ItemHash { lo: i, hi: i }).collect();
+        wal.append_hashes(2, 1, &many, false).unwrap();
+        wal.sync_appended().unwrap();
+        drop(wal);
+        let end_at = 10 * SHORT_RECORD;
+        let seg = dir.path().join(segment_name(1, 0, 0));
+        let mut data = std::fs::read(&seg).unwrap();
+        assert!(matches!(parse(&data[end_at..]), Parsed::SegmentEnd(0)));
+        let written = end_at + SEGMENT_END + 7;
+        data[written] = 0x5a;
+        std::fs::write(&seg, &data).unwrap();
+        for fs in [&TestFs::other_boot() as &dyn Fs, &*fs] {
+            let e = read_lsns(fs, dir.path(), false).unwrap_err();
+            assert!(is_damage_at(&e, &seg, end_at), "{e}");
+            let what = format!("written bytes at offset {written} after the record that ends");
+            assert!(e.to_string().contains(&what), "{e}");
+        }
+        // No record was there: salvage reads the whole lane.
+        let lsns = read_lsns(&*fs, dir.path(), true).unwrap();
+        assert_eq!(lsns, (1..=11).collect::<Vec<_>>());
     }
 
     #[test]
