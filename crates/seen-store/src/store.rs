@@ -2720,6 +2720,24 @@ mod tests {
         (dir, opts, store)
     }
 
+    /// Syncs the store's log, then stops its syncer and page helper and
+    /// waits until neither holds the log: from then on nothing syncs it or
+    /// writes its mark unless a test asks, not even after the store is
+    /// dropped (a sync in flight would otherwise run on past the drop).
+    fn sync_then_stop_syncing(store: &Store) {
+        store.sync().unwrap();
+        let wal = &store.inner.wal;
+        wal.stop_helpers();
+        let began = std::time::Instant::now();
+        while Arc::strong_count(wal) > 1 {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "a helper holds the log"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// A power loss under `everysec` that took the end of the log's
     /// segment holding a counting filter's second add of an item (past
     /// the sync mark), and kept the next segment, holding a remove of
@@ -2731,7 +2749,7 @@ mod tests {
     fn a_power_loss_keeping_a_later_segment_takes_no_durable_add_from_a_counting_filter() {
         let (dir, opts, store) = counting_in_small_segments();
         store.add(b"c", &[b"x"], None).unwrap();
-        store.sync().unwrap();
+        sync_then_stop_syncing(&store);
         let wal_dir = store.wal_dir().to_path_buf();
         let mark_path = wal_dir.join(crate::wal::SYNC_MARK);
         let durable = std::fs::read(&mark_path).unwrap();
@@ -2774,19 +2792,28 @@ mod tests {
     #[test]
     fn a_reboot_after_a_store_dropped_unsynced_brings_back_every_add() {
         let (dir, opts, store) = counting_in_small_segments();
-        store.sync().unwrap();
+        sync_then_stop_syncing(&store);
         let items: Vec<Vec<u8>> = (0..400u32).map(|i| i.to_le_bytes().to_vec()).collect();
         for item in &items {
             store.add(b"c", &[item], None).unwrap();
         }
         let wal_dir = store.wal_dir().to_path_buf();
         drop(store);
-        let lane0 = crate::wal::tests::segments_of(&wal_dir)
-            .iter()
+        let mut lane0: Vec<_> = crate::wal::tests::segments_of(&wal_dir)
+            .into_iter()
             .filter(|s| s.lane == 0)
-            .count();
-        assert!(lane0 >= 3, "{lane0} segments");
+            .collect();
+        lane0.sort_by_key(|s| s.seq);
+        assert!(lane0.len() >= 3, "{lane0:?}");
+        // The mark lists lane 0 two segments or more before its last: the
+        // open reads on past it through segments that rolls ended.
         let fs = Arc::new(crate::wal::tests::TestFs::other_boot());
+        let mark = crate::wal::SyncMark::read(&*fs, &wal_dir).unwrap();
+        let (seq, _) = mark.entry(0).unwrap();
+        assert!(
+            Some(seq + 2) <= lane0.last().unwrap().seq,
+            "{mark:?}, {lane0:?}"
+        );
         let store = Store::open_with_fs(dir.path(), opts, fs).unwrap();
         let refs: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
         assert_eq!(store.contains(b"c", &refs).unwrap(), Some(vec![true; 400]));
