@@ -2374,8 +2374,12 @@ impl Store {
             // An expired filter is deleted (a log record) unless the log is
             // poisoned: a poisoned log takes no record, and the filter is
             // gone for every caller anyway; the next checkpoint deletes it.
-            // Until then the log must keep its expiry, or a reopen would
-            // bring it back from its last snapshot.
+            // Until then it is snapshotted as any other (if changed), its
+            // expiry with it, so that no reopen brings it back. (It used to
+            // keep the log back to its last snapshot instead, and with it
+            // the segment whose sync had failed, which the checkpoint after
+            // a poisoning is to retire: never synced again, that segment
+            // could stop a later open as damaged.)
             let mut delete_expired = false;
             // Until its snapshot is in place, a filter whose changes this
             // checkpoint takes stays marked changed if the checkpoint ends
@@ -2386,12 +2390,8 @@ impl Store {
             let redirty = Deferred(Some(|| e.state.read().dirty.store(true, Ordering::Relaxed)));
             let pending = {
                 let st = e.state.write();
-                if st.expired(now) {
-                    if self.inner.wal.is_poisoned() {
-                        min_lsn = min_lsn.min(st.snap_lsn);
-                    } else {
-                        delete_expired = true;
-                    }
+                if st.expired(now) && !self.inner.wal.is_poisoned() {
+                    delete_expired = true;
                     None
                 } else if st.dirty.load(Ordering::Relaxed) || all {
                     st.dirty.store(false, Ordering::Relaxed);

@@ -386,6 +386,13 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
     faults.eio_sync.store(true, Ordering::SeqCst);
     let e = s.add(b"f", &[&item(100)], None).unwrap_err();
     assert!(e.to_string().contains("sync"), "{e}");
+    // The log's segments now, the one whose sync failed among them.
+    let segments: Vec<PathBuf> = std::fs::read_dir(s.wal_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    assert!(!segments.is_empty());
     // Still failing: the log is poisoned and the checkpoint cannot sync.
     assert!(s.add(b"f", &[&item(101)], None).is_err());
     faults.eio_sync.store(false, Ordering::SeqCst);
@@ -393,6 +400,11 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
         s.add(b"f", &[&item(i)], None).unwrap();
         acked.push(i);
     }
+    // The checkpoint that made the log usable again retired them all
+    // (the expired filter kept them, and the failed one was never synced
+    // again).
+    let kept: Vec<_> = segments.iter().filter(|p| p.exists()).collect();
+    assert!(kept.is_empty(), "{kept:?}");
     // (Not looked up before the reopen: a lookup deletes it, with a log
     // record.)
     drop(s);
