@@ -1074,15 +1074,19 @@ impl Store {
         // Two filters of one name: a power loss kept the later filter (its
         // create, or its snapshot) but not the delete of the earlier one,
         // which was not yet durable (so nothing after it was acknowledged
-        // as durable either). The later one (ids only grow) is the name's,
-        // and the other's snapshot goes at the next checkpoint, so that
-        // every open makes the same choice until then and none brings the
-        // older filter back after it.
+        // as durable either). The later one (ids only grow) is the name's.
+        // The earlier one's delete is logged again, durably, before this
+        // run takes a write, and its snapshot goes at the next checkpoint:
+        // so no later open brings it back, not even once the later one is
+        // deleted in its turn (then, without the delete, the earlier one
+        // was the name's only filter again, and an acknowledged delete of
+        // the name was undone).
         let mut by_id: Vec<_> = by_id.into_iter().collect();
         by_id.sort_unstable_by_key(|(id, _)| *id);
         let mut filters: HashMap<Vec<u8>, Arc<Entry>> = HashMap::new();
         // What the filters hold is charged even past the limit: they exist.
         let budget = MemoryBudget::new(opts.max_memory);
+        let mut relogged = false;
         for (id, (name, state)) in by_id {
             let charge = budget.charge_anyway(any_memory_bytes(&state.filter));
             let entry = Arc::new(Entry::new(id, name.clone(), state, charge));
@@ -1094,8 +1098,13 @@ impl Store {
                     String::from_utf8_lossy(&older.name),
                     older.id,
                 );
+                wal.append(&Record::Delete { id: older.id })?;
+                relogged = true;
                 deleted.push(older.id);
             }
+        }
+        if relogged && opts.fsync != FsyncPolicy::No {
+            wal.sync_all()?;
         }
         if budget.used() > budget.limit() {
             tracing::warn!(
