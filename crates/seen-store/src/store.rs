@@ -1419,7 +1419,15 @@ impl Store {
             return Ok(None);
         };
         if self.hold_shared(&e).expired_now() {
-            self.delete_expired(name, e.id)?;
+            // Gone for every caller whether or not its delete is logged
+            // now: one that fails (a full disk, a failed sync) is left to
+            // a later call or checkpoint, and a lookup still answers.
+            if let Err(err) = self.delete_expired(name, e.id) {
+                tracing::warn!(
+                    "filter {:?} expired; its delete is not logged yet: {err}",
+                    String::from_utf8_lossy(name)
+                );
+            }
             return Ok(None);
         }
         Ok(Some(e))
@@ -1941,7 +1949,7 @@ impl Store {
             for &h in hashes.iter().take(AHEAD) {
                 prefetch(&st.filter, h);
             }
-            let out = hashes
+            let out: Vec<bool> = hashes
                 .iter()
                 .enumerate()
                 .map(|(i, &h)| {
@@ -1956,6 +1964,20 @@ impl Store {
             fence(Ordering::Acquire);
             (out, self.inner.wal.last_lsn())
         };
+        // Only a "present" rests on adds, and waits for them.
+        if !out.contains(&true) {
+            return Ok((Some(out), Pending(0)));
+        }
+        // A poisoned log takes no wait past its last good sync: the adds
+        // after it are made durable by the checkpoint every filter takes
+        // before the log is used again, here rather than at the next
+        // mutation, so that a store no one writes to is not left refusing
+        // its lookups (and its last adds not durable) after one failed
+        // sync.
+        let wal = &self.inner.wal;
+        if wal.is_poisoned() && !wal.synced_past(lsn) {
+            self.blocking(|| self.recover_poisoned())?;
+        }
         Ok((Some(out), Pending(lsn)))
     }
 
@@ -2295,7 +2317,14 @@ impl Store {
     /// and drops the log segments all snapshots cover. Each filter is
     /// blocked only while it is encoded into memory (about the time of a
     /// memory copy of its bits); the file is written without holding it.
+    ///
+    /// After a failed sync (a poisoned log) it is the checkpoint of every
+    /// filter that makes the log usable again, which otherwise the next
+    /// mutation, or lookup that finds an item, runs.
     pub fn checkpoint(&self) -> Result<()> {
+        if self.inner.wal.is_poisoned() {
+            return self.recover_poisoned();
+        }
         self.checkpoint_inner(false)
     }
 

@@ -2117,13 +2117,27 @@ impl Wal {
         self.next_lsn.load(Ordering::Acquire) - 1
     }
 
-    /// Waits until `lsn` is as durable as the policy promises.
+    /// Waits until `lsn` is as durable as the policy promises. A poisoned
+    /// log refuses, unless a sync that succeeded before the poisoning
+    /// covered `lsn` (say, an add that found its item present, or a lookup,
+    /// waiting for a record synced long ago).
     #[inline]
     pub(crate) fn commit(&self, lsn: u64) -> Result<()> {
         match self.policy {
             FsyncPolicy::Always => self.sync_to(lsn),
-            FsyncPolicy::EverySec | FsyncPolicy::No => self.check_poisoned(),
+            FsyncPolicy::EverySec | FsyncPolicy::No => {
+                if !self.is_poisoned() || self.synced_lsn.load(Ordering::Acquire) >= lsn {
+                    return Ok(());
+                }
+                self.poisoned_error()
+            }
         }
+    }
+
+    /// Whether everything up to `lsn` was synced by a sync that succeeded
+    /// (or is covered by the checkpoint that followed a poisoning).
+    pub(crate) fn synced_past(&self, lsn: u64) -> bool {
+        self.synced_lsn.load(Ordering::Acquire) >= lsn
     }
 
     #[inline]
@@ -2311,11 +2325,12 @@ impl Wal {
     pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
         let mut s = lock(&self.sync);
         loop {
-            if let Some(p) = &s.poisoned {
-                return Err(ErrorKind::Poisoned(p.clone()).into());
-            }
+            // Synced before any poisoning: durable all the same.
             if s.synced_lsn >= lsn {
                 return Ok(());
+            }
+            if let Some(p) = &s.poisoned {
+                return Err(ErrorKind::Poisoned(p.clone()).into());
             }
             if !s.in_progress {
                 s.in_progress = true;

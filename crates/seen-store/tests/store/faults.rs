@@ -413,6 +413,67 @@ fn failed_fsync_is_an_error_then_writes_resume_after_a_checkpoint() {
     assert_eq!(s.contains(b"expired", &[&item(0)]).unwrap(), None);
 }
 
+/// After a failed sync, with no write to come: lookups are answered (an
+/// expired filter as absent, an absent item at once), a "present" only
+/// once the checkpoint that makes the log usable again has run (it runs
+/// for the lookup, or for `checkpoint`, as the server's timer and SAVE
+/// call it), and that checkpoint made everything durable. Before, every
+/// lookup failed until the next write (found by review, session 25).
+#[test]
+fn lookups_are_answered_after_a_failed_sync_and_recover_the_log() {
+    for policy in [FsyncPolicy::Always, FsyncPolicy::EverySec] {
+        for by_checkpoint in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (s, faults) = faulty(dir.path(), policy);
+            s.create(b"f", &bloom()).unwrap();
+            s.create(b"e", &bloom()).unwrap();
+            s.add(b"f", &[&item(0)], None).unwrap();
+            s.sync().unwrap();
+            let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(100);
+            s.expire_at(b"e", Some(soon)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            faults.eio_sync.store(true, Ordering::SeqCst);
+            // Under `always` the add fails; under `everysec` it is staged,
+            // and the sync fails.
+            let added = s.add(b"f", &[&item(1)], None);
+            assert_eq!(added.is_ok(), policy == FsyncPolicy::EverySec, "{policy:?}");
+            assert!(s.sync().is_err(), "{policy:?}");
+            assert!(s.log_failed());
+            // While syncs still fail: what needs no durable add is answered.
+            assert_eq!(s.contains(b"e", &[&item(0)]).unwrap(), None, "{policy:?}");
+            assert_eq!(
+                s.contains(b"f", &[&item(999)]).unwrap(),
+                Some(vec![false]),
+                "{policy:?}"
+            );
+            // A "present" cannot be made durable yet.
+            let e = s.contains(b"f", &[&item(0)]).unwrap_err();
+            assert!(e.to_string().contains("sync"), "{policy:?}: {e}");
+            faults.eio_sync.store(false, Ordering::SeqCst);
+            if by_checkpoint {
+                s.checkpoint().unwrap();
+                assert!(!s.log_failed(), "{policy:?}: the checkpoint left it failed");
+            }
+            assert_eq!(
+                s.contains(b"f", &[&item(0), &item(1), &item(999)]).unwrap(),
+                Some(vec![true, true, false]),
+                "{policy:?}"
+            );
+            assert!(!s.log_failed(), "{policy:?}");
+            // Dropped with no write since (as by a kill): item 1, answered
+            // present, comes back.
+            drop(s);
+            let s = reopen(dir.path());
+            assert_eq!(
+                s.contains(b"f", &[&item(0), &item(1)]).unwrap(),
+                Some(vec![true, true]),
+                "{policy:?}, by checkpoint {by_checkpoint}"
+            );
+            assert_eq!(s.contains(b"e", &[&item(0)]).unwrap(), None);
+        }
+    }
+}
+
 #[test]
 fn a_sync_that_panics_holds_up_no_later_write_and_loses_nothing() {
     // A panic inside a sync (a bug) left the log's "sync in progress" flag
