@@ -96,17 +96,19 @@ pub(crate) fn syntax_error() -> Reply {
 }
 
 /// A store error as a reply. A persistence error says what the client may
-/// assume: nothing of the command is acknowledged, though a command of
-/// several items (or a dump chunk), logged and applied in pieces, may have
-/// kept the pieces before the failure (a full disk part-way through a
-/// BF.MADD of 1,000 items kept 912 of them).
+/// assume: nothing of the command is acknowledged, though it may have been
+/// applied all the same: a command of several items (or a dump chunk),
+/// logged and applied in pieces, may have kept the pieces before the
+/// failure (a full disk part-way through a BF.MADD of 1,000 items kept 912
+/// of them), and one whose sync failed was applied (DEL, EXPIRE, an add),
+/// and is made durable by the checkpoint that follows the failure.
 pub(crate) fn store_error(e: &seen_store::Error) -> Reply {
     match e.kind() {
         ErrorKind::NotFound => Reply::error("ERR not found"),
         ErrorKind::Exists => Reply::error("ERR item exists"),
         ErrorKind::Filter(f) => filter_error(f),
         ErrorKind::Io { .. } | ErrorKind::Poisoned(_) => Reply::error(format!(
-            "ERR persistence error, not acknowledged (a command of several items may be applied in part): {e}"
+            "ERR persistence error, not acknowledged (the command may have been applied, in whole or in part): {e}"
         )),
         _ => Reply::error(format!("ERR {e}")),
     }
