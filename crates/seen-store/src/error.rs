@@ -97,7 +97,8 @@ pub enum ErrorKind {
     WrongKind(&'static str),
     /// An earlier sync failed (or panicked, a bug); the log cannot promise
     /// durability until a checkpoint has rewritten every filter, which the
-    /// store's next mutation tries first.
+    /// store's next mutation (or lookup that finds an item, or
+    /// `Store::checkpoint`) tries first.
     #[error("the write-ahead log is unusable after a failed sync: {0}")]
     Poisoned(String),
 }

@@ -2112,7 +2112,9 @@ impl Store {
     /// a sync of the log has failed and no checkpoint has succeeded since
     /// (the kernel may have dropped what the sync was to write, so the log
     /// takes no record until a checkpoint has rewritten every filter; the
-    /// next mutation tries one first, and fails if it fails), or the log
+    /// next mutation, a lookup that finds an item, or
+    /// [`checkpoint`](Self::checkpoint) tries one first, and fails if it
+    /// fails; a lookup that finds nothing needs none), or the log
     /// could not make its next segment or take staged adds (a full disk:
     /// until space returns and a write succeeds).
     pub fn log_failed(&self) -> bool {
