@@ -294,6 +294,10 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
 /// with [`ErrorKind::Locked`].
 const LOCK_WAIT: Duration = Duration::from_millis(500);
 
+/// How long after a recovery of a poisoned log failed a lookup fails at
+/// once rather than try another (see `Store::recover_poisoned`).
+const RECOVERY_RETRY: Duration = Duration::from_secs(1);
+
 /// The format of the data directory this build writes (its `FORMAT` file,
 /// docs/FORMAT.md section 6): 1 had no such file and long log records
 /// only; 2 adds the short record of the add of one hash; 3, snapshots of
@@ -600,8 +604,9 @@ struct Inner {
     /// Bytes all filters hold, under `opts.max_memory`.
     budget: Arc<MemoryBudget>,
     checkpointing: Mutex<()>,
-    /// Held by the writer that recovers a poisoned log (`ready_to_write`).
-    recovering: Mutex<()>,
+    /// Held by the caller that recovers a poisoned log
+    /// (`recover_poisoned`): when the last recovery failed, if it did.
+    recovering: Mutex<Option<Instant>>,
     /// Held by a creation (`create_with`), which builds its filter without
     /// the map's lock.
     creating: Mutex<()>,
@@ -1128,7 +1133,7 @@ impl Store {
                 deleted: Mutex::new(deleted),
                 budget,
                 checkpointing: Mutex::new(()),
-                recovering: Mutex::new(()),
+                recovering: Mutex::new(None),
                 creating: Mutex::new(()),
                 _lock: lock_file,
             }),
@@ -1227,7 +1232,7 @@ impl Store {
         let wal = &self.inner.wal;
         self.blocking(|| {
             if wal.is_poisoned() {
-                self.recover_poisoned()?;
+                self.recover_poisoned(false)?;
             }
             // Under `everysec`, a sync later than the policy allows: this
             // mutation waits for one (see `Wal::wait_for_overdue_sync`).
@@ -1238,16 +1243,29 @@ impl Store {
         })
     }
 
-    /// [`ready_to_write`](Self::ready_to_write) of a poisoned log.
+    /// [`ready_to_write`](Self::ready_to_write) of a poisoned log (and
+    /// the same for a lookup that found an item, if `lookup`, and for
+    /// [`checkpoint`](Self::checkpoint)).
     #[cold]
-    fn recover_poisoned(&self) -> Result<()> {
-        // One writer recovers; the others wait, then find the log usable
+    fn recover_poisoned(&self, lookup: bool) -> Result<()> {
+        // One caller recovers; the others wait, then find the log usable
         // (or poisoned again, and recover from that), rather than each
         // checkpointing every filter in turn.
-        let _one = lock(&self.inner.recovering);
+        let mut failed = lock(&self.inner.recovering);
         if let Some(epoch) = self.inner.wal.poison_epoch() {
-            self.checkpoint_inner(true)?;
-            self.inner.wal.reset_after_checkpoint(epoch)?;
+            // A lookup does not try again within a second of a recovery
+            // that failed: while the disk keeps failing, each lookup that
+            // finds an item would rewrite snapshots up to the one that
+            // fails, one lookup after another. (A mutation does: it is
+            // refused otherwise.)
+            if lookup && failed.is_some_and(|t| t.elapsed() < RECOVERY_RETRY) {
+                return self.inner.wal.poisoned_error();
+            }
+            let recovered = self
+                .checkpoint_inner(true)
+                .and_then(|()| self.inner.wal.reset_after_checkpoint(epoch));
+            *failed = recovered.is_err().then(Instant::now);
+            recovered?;
         }
         Ok(())
     }
@@ -1976,7 +1994,7 @@ impl Store {
         // sync.
         let wal = &self.inner.wal;
         if wal.is_poisoned() && !wal.synced_past(lsn) {
-            self.blocking(|| self.recover_poisoned())?;
+            self.blocking(|| self.recover_poisoned(true))?;
         }
         Ok((Some(out), Pending(lsn)))
     }
@@ -2112,9 +2130,10 @@ impl Store {
     /// a sync of the log has failed and no checkpoint has succeeded since
     /// (the kernel may have dropped what the sync was to write, so the log
     /// takes no record until a checkpoint has rewritten every filter; the
-    /// next mutation, a lookup that finds an item, or
-    /// [`checkpoint`](Self::checkpoint) tries one first, and fails if it
-    /// fails; a lookup that finds nothing needs none), or the log
+    /// next mutation, a lookup that finds an item (unless one failed less
+    /// than a second ago), or [`checkpoint`](Self::checkpoint) tries one
+    /// first, and fails if it fails; a lookup that finds nothing needs
+    /// none), or the log
     /// could not make its next segment or take staged adds (a full disk:
     /// until space returns and a write succeeds).
     pub fn log_failed(&self) -> bool {
@@ -2325,7 +2344,9 @@ impl Store {
     /// mutation, or lookup that finds an item, runs.
     pub fn checkpoint(&self) -> Result<()> {
         if self.inner.wal.is_poisoned() {
-            return self.recover_poisoned();
+            // Then a checkpoint of its own: another caller's recovery may
+            // have come first, and writes since are in no snapshot.
+            self.recover_poisoned(false)?;
         }
         self.checkpoint_inner(false)
     }

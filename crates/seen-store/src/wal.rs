@@ -2150,7 +2150,7 @@ impl Wal {
 
     /// The error of a poisoned log (`Ok` if a reset came first).
     #[cold]
-    fn poisoned_error(&self) -> Result<()> {
+    pub(crate) fn poisoned_error(&self) -> Result<()> {
         match &lock(&self.sync).poisoned {
             Some(p) => Err(ErrorKind::Poisoned(p.clone()).into()),
             None => Ok(()),

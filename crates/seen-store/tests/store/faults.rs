@@ -19,6 +19,8 @@ use crate::basics::bloom;
 struct Faults {
     enospc_allocate: AtomicBool,
     eio_sync: AtomicBool,
+    /// Syncs (of files and directories) that `eio_sync` failed.
+    syncs_failed: std::sync::atomic::AtomicU64,
     /// Syncs of files panic (a bug in the store's sync, say).
     panic_sync: AtomicBool,
     short_write: AtomicBool,
@@ -80,6 +82,7 @@ impl FsFile for FaultyFile {
             panic!("a sync panics (test)");
         }
         if self.faults.eio_sync.load(Ordering::SeqCst) {
+            self.faults.syncs_failed.fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         if self.faults.hold_syncs.load(Ordering::SeqCst) {
@@ -177,6 +180,7 @@ impl Fs for FaultyFs {
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         if self.faults.eio_sync.load(Ordering::SeqCst) {
+            self.faults.syncs_failed.fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         self.real.sync_dir(path)?;
@@ -433,10 +437,13 @@ fn lookups_are_answered_after_a_failed_sync_and_recover_the_log() {
             s.expire_at(b"e", Some(soon)).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(150));
             faults.eio_sync.store(true, Ordering::SeqCst);
-            // Under `always` the add fails; under `everysec` it is staged,
-            // and the sync fails.
+            // Under `always` the add fails; under `everysec` it is staged
+            // and acknowledged (unless the syncer's own sync met the
+            // failure first, and refused it), and the sync fails.
             let added = s.add(b"f", &[&item(1)], None);
-            assert_eq!(added.is_ok(), policy == FsyncPolicy::EverySec, "{policy:?}");
+            if policy == FsyncPolicy::Always {
+                assert!(added.is_err());
+            }
             assert!(s.sync().is_err(), "{policy:?}");
             assert!(s.log_failed());
             // While syncs still fail: what needs no durable add is answered.
@@ -446,27 +453,49 @@ fn lookups_are_answered_after_a_failed_sync_and_recover_the_log() {
                 Some(vec![false]),
                 "{policy:?}"
             );
-            // A "present" cannot be made durable yet.
+            // A "present" cannot be made durable yet. The recovery that
+            // fails is not tried again by every lookup (each rewrote
+            // snapshots until the first failing sync): not within a second
+            // of one that failed.
             let e = s.contains(b"f", &[&item(0)]).unwrap_err();
             assert!(e.to_string().contains("sync"), "{policy:?}: {e}");
+            let failed = faults.syncs_failed.load(Ordering::SeqCst);
+            for _ in 0..20 {
+                assert!(s.contains(b"f", &[&item(0)]).is_err());
+            }
+            let tried = faults.syncs_failed.load(Ordering::SeqCst) - failed;
+            assert!(tried <= 2, "{policy:?}: {tried} more syncs failed");
             faults.eio_sync.store(false, Ordering::SeqCst);
             if by_checkpoint {
                 s.checkpoint().unwrap();
                 assert!(!s.log_failed(), "{policy:?}: the checkpoint left it failed");
             }
-            assert_eq!(
-                s.contains(b"f", &[&item(0), &item(1), &item(999)]).unwrap(),
-                Some(vec![true, true, false]),
-                "{policy:?}"
-            );
+            // A lookup recovers the log once a second has passed since the
+            // recovery that failed (at once after the checkpoint).
+            let began = std::time::Instant::now();
+            let found = loop {
+                match s.contains(b"f", &[&item(0), &item(1), &item(999)]) {
+                    Ok(found) => break found.unwrap(),
+                    Err(e) => {
+                        assert!(!by_checkpoint, "{policy:?}: {e}");
+                        assert!(began.elapsed() < std::time::Duration::from_secs(30), "{e}");
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
+            };
+            assert!(found[0] && !found[2], "{policy:?}: {found:?}");
+            // Item 1 was added in memory, under `always` not acknowledged.
+            if added.is_ok() || policy == FsyncPolicy::Always {
+                assert!(found[1], "{policy:?}");
+            }
             assert!(!s.log_failed(), "{policy:?}");
-            // Dropped with no write since (as by a kill): item 1, answered
-            // present, comes back.
+            // Dropped with no write since (as by a kill): what was answered
+            // comes back, item 1 present.
             drop(s);
             let s = reopen(dir.path());
             assert_eq!(
                 s.contains(b"f", &[&item(0), &item(1)]).unwrap(),
-                Some(vec![true, true]),
+                Some(vec![true, found[1]]),
                 "{policy:?}, by checkpoint {by_checkpoint}"
             );
             assert_eq!(s.contains(b"e", &[&item(0)]).unwrap(), None);
