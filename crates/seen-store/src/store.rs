@@ -2240,8 +2240,18 @@ impl Store {
                 .unwrap_or(1)
                 .max(1),
         };
+        #[cfg(test)]
+        tests::BEFORE_EXPIRE_HOLD.with(|h| h.borrow().as_ref().map(|h| h()));
         let lsn = {
             let mut st = self.hold_exclusively(&entry);
+            // Expired since `live` looked: another caller may have found it
+            // so, and will delete it (by its id). Setting a new time now
+            // would be undone by that delete, after this returned true.
+            if st.expired_now() {
+                drop(st);
+                self.delete_expired(name, entry.id)?;
+                return Ok(false);
+            }
             let lsn = self.inner.wal.append(&Record::Expire {
                 id: entry.id,
                 at_ms,
@@ -2639,6 +2649,10 @@ mod tests {
         /// and the moment that reads its count.
         pub(super) static AFTER_COPY: std::cell::RefCell<Option<Box<dyn Fn()>>> =
             const { std::cell::RefCell::new(None) };
+        /// Run by `expire_at` on this thread after it found the filter
+        /// live, before it holds it.
+        pub(super) static BEFORE_EXPIRE_HOLD: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            const { std::cell::RefCell::new(None) };
         /// Run by a checkpoint on this thread after each piece of a
         /// counting filter it copies, with the lock released.
         pub(super) static BETWEEN_PIECES: std::cell::RefCell<Option<Box<dyn Fn()>>> =
@@ -2878,6 +2892,37 @@ mod tests {
         let store = Store::open_with_fs(dir.path(), opts, fs).unwrap();
         let refs: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
         assert_eq!(store.contains(b"c", &refs).unwrap(), Some(vec![true; 400]));
+    }
+
+    /// A filter that expires between `expire_at`'s look and its hold, and
+    /// that another caller finds expired meanwhile (and deletes), gets no
+    /// new expiry: `expire_at` answers false. (It answered true, and the
+    /// filter was deleted all the same; found by review, session 25.)
+    #[test]
+    fn expire_at_on_a_filter_found_expired_meanwhile_answers_false() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        store.create(b"f", &small_bloom()).unwrap();
+        store.add(b"f", &[b"x"], None).unwrap();
+        let soon = SystemTime::now() + Duration::from_millis(50);
+        assert!(store.expire_at(b"f", Some(soon)).unwrap());
+        let other = store.clone();
+        BEFORE_EXPIRE_HOLD.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                while SystemTime::now() <= soon + Duration::from_millis(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let o = other.clone();
+                let seen = std::thread::spawn(move || o.contains(b"f", &[b"x"]).unwrap());
+                assert_eq!(seen.join().unwrap(), None, "not found expired");
+            }))
+        });
+        let later = SystemTime::now() + Duration::from_secs(3600);
+        let extended = store.expire_at(b"f", Some(later)).unwrap();
+        BEFORE_EXPIRE_HOLD.with(|h| h.borrow_mut().take());
+        assert!(!extended, "a new expiry for a filter found expired");
+        assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
+        assert_eq!(store.expires_at(b"f").unwrap(), None);
     }
 
     /// A filter deleted while a checkpoint copies another is not copied
