@@ -554,9 +554,10 @@ thread_local! {
     /// call after call then neither looks the name up again nor touches
     /// the entry's reference count, a line that every writer's core would
     /// otherwise take in turn. It holds at most one entry per thread: one
-    /// deleted since, or of a store dropped since, is let go at the
-    /// thread's next lookup (a dropped store's filters are emptied first,
-    /// see `Inner`'s `Drop`).
+    /// deleted since (by another thread: the deleting thread lets go of it
+    /// at once), or of a store dropped since, is let go at the thread's
+    /// next lookup (a dropped store's filters are emptied first, see
+    /// `Inner`'s `Drop`).
     static LAST_ENTRY: std::cell::RefCell<Option<CachedEntry>> =
         const { std::cell::RefCell::new(None) };
 }
@@ -575,6 +576,11 @@ impl std::ops::Deref for EntryRef {
 impl Drop for EntryRef {
     fn drop(&mut self) {
         if let Some(c) = self.0.take() {
+            // A deleted filter's bytes went back to the budget: its memory
+            // is not kept for a lookup that would not use it.
+            if c.entry.charge.is_released() {
+                return;
+            }
             // Not during the thread's exit, nor inside another borrow.
             let _ = LAST_ENTRY.try_with(|l| {
                 if let Ok(mut l) = l.try_borrow_mut() {
@@ -2221,6 +2227,17 @@ impl Store {
             lock(&self.inner.deleted).push(id);
             (lsn, removed)
         };
+        // Nor does this thread's cache keep it (unless a call of this
+        // thread has it out, and lets it go when done: `EntryRef`).
+        if let Some(removed) = &removed {
+            let _ = LAST_ENTRY.try_with(|l| {
+                if let Ok(mut l) = l.try_borrow_mut() {
+                    if l.as_ref().is_some_and(|c| Arc::ptr_eq(&c.entry, removed)) {
+                        *l = None;
+                    }
+                }
+            });
+        }
         drop(removed);
         self.inner.wal.commit(lsn)?;
         Ok(true)
@@ -2923,6 +2940,33 @@ mod tests {
         assert!(!extended, "a new expiry for a filter found expired");
         assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
         assert_eq!(store.expires_at(b"f").unwrap(), None);
+    }
+
+    /// A filter deleted, or found expired (and deleted), by a thread that
+    /// had looked it up is freed then, not kept in the thread's cache of
+    /// its last entry while its bytes are back in the budget for another
+    /// filter (found by review, session 25).
+    #[test]
+    fn a_deleted_filter_is_not_kept_by_the_thread_that_deleted_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        for expire in [false, true] {
+            store.create(b"f", &small_bloom()).unwrap();
+            store.add(b"f", &[b"x"], None).unwrap();
+            let held = Arc::downgrade(store.inner.filters.read().get(&b"f"[..]).unwrap());
+            assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
+            if expire {
+                let soon = SystemTime::now() + Duration::from_millis(20);
+                assert!(store.expire_at(b"f", Some(soon)).unwrap());
+                while SystemTime::now() <= soon + Duration::from_millis(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
+            } else {
+                assert!(store.delete(b"f").unwrap());
+            }
+            assert!(held.upgrade().is_none(), "expire {expire}: still held");
+        }
     }
 
     /// A filter deleted while a checkpoint copies another is not copied
