@@ -1492,20 +1492,23 @@ impl Store {
         }) {
             return r;
         }
-        let entry = match self.entry(name) {
-            Some(e) => e,
-            None => match create {
-                Some(spec) => {
-                    // Another writer may create it first; that is fine.
-                    if let Err(e) = self.create_limited(name, spec, create_limit) {
-                        if !matches!(e.kind(), ErrorKind::Exists) {
-                            return Err(e);
-                        }
-                    }
-                    self.entry(name).ok_or(ErrorKind::NotFound)?
+        let entry = loop {
+            if let Some(e) = self.entry(name) {
+                break e;
+            }
+            let Some(spec) = create else {
+                return Err(ErrorKind::NotFound.into());
+            };
+            // Another writer may create it first; that is fine. And
+            // another may delete it before this one looks it up: then it
+            // is made again.
+            if let Err(e) = self.create_limited(name, spec, create_limit) {
+                if !matches!(e.kind(), ErrorKind::Exists) {
+                    return Err(e);
                 }
-                None => return Err(ErrorKind::NotFound.into()),
-            },
+            }
+            #[cfg(test)]
+            tests::AFTER_AUTO_CREATE.with(|h| h.borrow().as_ref().map(|h| h()));
         };
         self.add_to_entry(name, &entry, items, create, create_limit)
     }
@@ -2666,6 +2669,10 @@ mod tests {
         /// and the moment that reads its count.
         pub(super) static AFTER_COPY: std::cell::RefCell<Option<Box<dyn Fn()>>> =
             const { std::cell::RefCell::new(None) };
+        /// Run by an add on this thread after it created its filter (or
+        /// found it created), before it looks it up.
+        pub(super) static AFTER_AUTO_CREATE: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            const { std::cell::RefCell::new(None) };
         /// Run by `expire_at` on this thread after it found the filter
         /// live, before it holds it.
         pub(super) static BEFORE_EXPIRE_HOLD: std::cell::RefCell<Option<Box<dyn Fn()>>> =
@@ -2967,6 +2974,32 @@ mod tests {
             }
             assert!(held.upgrade().is_none(), "expire {expire}: still held");
         }
+    }
+
+    /// An add that creates its filter, which another caller deletes before
+    /// the add looks it up, creates it again and adds (it failed with "not
+    /// found"; found by review, session 25).
+    #[test]
+    fn an_add_whose_new_filter_is_deleted_at_once_makes_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+        let other = store.clone();
+        let deletes = Arc::new(AtomicU64::new(0));
+        let counted = deletes.clone();
+        AFTER_AUTO_CREATE.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                    let o = other.clone();
+                    let deleted = std::thread::spawn(move || o.delete(b"f").unwrap());
+                    assert!(deleted.join().unwrap());
+                }
+            }))
+        });
+        let added = store.add(b"f", &[b"x"], Some(&small_bloom()));
+        AFTER_AUTO_CREATE.with(|h| h.borrow_mut().take());
+        assert_eq!(added.unwrap().new, vec![true]);
+        assert_eq!(deletes.load(Ordering::SeqCst), 2, "made once again");
+        assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
     }
 
     /// A filter deleted while a checkpoint copies another is not copied
