@@ -2398,6 +2398,19 @@ impl Wal {
         self.sync_staged().and(copied)
     }
 
+    /// Syncs the log's records up to `lsn` (none under `No`), leaving the
+    /// rings alone: for a checkpoint about to put a snapshot in place,
+    /// which a full disk that stops ring copies must not stop (the
+    /// checkpoint is what frees the disk).
+    pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
+        match self.policy {
+            FsyncPolicy::No => Ok(()),
+            _ if self.synced_past(lsn) => Ok(()),
+            FsyncPolicy::Always => self.sync_to(lsn),
+            FsyncPolicy::EverySec => self.sync_staged(),
+        }
+    }
+
     /// [`sync_all`](Self::sync_all) after the rings are copied.
     fn sync_staged(&self) -> Result<()> {
         let mut s = lock(&self.sync);
