@@ -123,6 +123,11 @@ struct Entry {
     /// a thread that still holds the entry a moment longer keeps no room
     /// from a new filter.
     charge: Charge,
+    /// Set when the filter leaves the store's map (deleted), with its
+    /// charge given back: a thread's cache of its last entry then lets it
+    /// go (see `EntryRef`'s drop). A flag of its own, read on every call's
+    /// end, rather than the charge's mutex, which every thread would write.
+    deleted: AtomicBool,
 }
 
 impl Entry {
@@ -141,6 +146,7 @@ impl Entry {
             state: CpuLock::new(state),
             prefetcher,
             charge,
+            deleted: AtomicBool::new(false),
         }
     }
 }
@@ -578,7 +584,7 @@ impl Drop for EntryRef {
         if let Some(c) = self.0.take() {
             // A deleted filter's bytes went back to the budget: its memory
             // is not kept for a lookup that would not use it.
-            if c.entry.charge.is_released() {
+            if c.entry.deleted.load(Ordering::Relaxed) {
                 return;
             }
             // Not during the thread's exit, nor inside another borrow.
@@ -1102,6 +1108,7 @@ impl Store {
             let charge = budget.charge_anyway(any_memory_bytes(&state.filter));
             let entry = Arc::new(Entry::new(id, name.clone(), state, charge));
             if let Some(older) = filters.insert(name, entry) {
+                older.deleted.store(true, Ordering::Relaxed);
                 older.charge.release();
                 tracing::warn!(
                     "{}: two filters named {:?} (ids {} and {id}): a power loss kept the later but not the earlier one's delete; keeping the later",
@@ -1200,12 +1207,24 @@ impl Store {
         let inner = &*self.inner;
         LAST_ENTRY
             .try_with(|l| {
-                let c = l.try_borrow().ok()?;
-                let c = c.as_ref()?;
-                (c.store == inner.uid
-                    && c.name == name
-                    && c.generation == inner.generation.load(Ordering::Acquire))
-                .then(|| f(&c.entry))
+                let out = {
+                    let c = l.try_borrow().ok()?;
+                    let c = c.as_ref()?;
+                    (c.store == inner.uid
+                        && c.name == name
+                        && c.generation == inner.generation.load(Ordering::Acquire))
+                    .then(|| f(&c.entry))?
+                };
+                // `f` deleted it (an add that found it expired), which
+                // could not take it out of the borrowed cache: it goes now.
+                if let Ok(mut l) = l.try_borrow_mut() {
+                    if l.as_ref()
+                        .is_some_and(|c| c.entry.deleted.load(Ordering::Relaxed))
+                    {
+                        *l = None;
+                    }
+                }
+                Some(out)
             })
             .ok()
             .flatten()
@@ -2225,6 +2244,7 @@ impl Store {
             let lsn = self.inner.wal.append(&Record::Delete { id })?;
             let removed = map.remove(name);
             if let Some(e) = &removed {
+                e.deleted.store(true, Ordering::Relaxed);
                 e.charge.release();
             }
             lock(&self.inner.deleted).push(id);
@@ -2969,22 +2989,31 @@ mod tests {
     fn a_deleted_filter_is_not_kept_by_the_thread_that_deleted_it() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        for expire in [false, true] {
+        // Deleted; found expired by a lookup; found expired by an add
+        // (which runs on the thread's cached entry in place).
+        for how in ["delete", "lookup", "add"] {
             store.create(b"f", &small_bloom()).unwrap();
             store.add(b"f", &[b"x"], None).unwrap();
             let held = Arc::downgrade(store.inner.filters.read().get(&b"f"[..]).unwrap());
             assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
-            if expire {
+            if how == "delete" {
+                assert!(store.delete(b"f").unwrap());
+            } else {
+                // An add first, so that the add below finds it cached.
+                store.add(b"f", &[b"y"], None).unwrap();
                 let soon = SystemTime::now() + Duration::from_millis(20);
                 assert!(store.expire_at(b"f", Some(soon)).unwrap());
                 while SystemTime::now() <= soon + Duration::from_millis(2) {
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
-            } else {
-                assert!(store.delete(b"f").unwrap());
+                if how == "lookup" {
+                    assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
+                } else {
+                    let e = store.add(b"f", &[b"z"], None).unwrap_err();
+                    assert!(matches!(e.kind(), ErrorKind::NotFound), "{e}");
+                }
             }
-            assert!(held.upgrade().is_none(), "expire {expire}: still held");
+            assert!(held.upgrade().is_none(), "{how}: still held");
         }
     }
 
