@@ -2492,6 +2492,9 @@ impl Store {
             // a poisoning is to retire: never synced again, that segment
             // could stop a later open as damaged.)
             let mut delete_expired = false;
+            // A counting filter's snapshot goes in place only once the log
+            // under it is synced (below).
+            let mut counting = false;
             // Until its snapshot is in place, a filter whose changes this
             // checkpoint takes stays marked changed if the checkpoint ends
             // early: by an error, or by a panic (a bug). Otherwise the next
@@ -2557,6 +2560,7 @@ impl Store {
                             other => other.map(|p| (p, lsn)),
                         }
                     } else {
+                        counting = true;
                         snapshot::begin(fs, dir, e.id, &header, true, |w| {
                             self.copy_in_pieces(&e, w, lsn)
                         })
@@ -2580,18 +2584,25 @@ impl Store {
                 }
                 continue;
             };
-            // The log under the snapshot is made durable first: a durable
-            // snapshot then holds no change that a power loss can still
-            // take from the log (a counting filter's count with a remove
-            // the log lost, a filter made after a delete the log lost).
-            // Not while the log is poisoned: the checkpoint that recovers
-            // it makes everything durable through its snapshots.
-            if !self.inner.wal.is_poisoned() {
+            // A counting filter's snapshot, once the log under it is made
+            // durable: its count (read after its last piece) may hold a
+            // remove that a power loss could still take from the log while
+            // the snapshot stayed, with the item's counters in a piece
+            // copied before the remove, so that the count came back one
+            // lower than the counters. (What other snapshots may hold of a
+            // log a power loss cuts is bits, which only make a count come
+            // back higher, and a filter made after a delete the log lost,
+            // which the open resolves and logs again.) Not while the log
+            // is poisoned: the checkpoint that recovers it makes
+            // everything durable through its snapshots.
+            if counting && !self.inner.wal.is_poisoned() {
                 if let Err(err) = self.inner.wal.sync_through(self.inner.wal.last_lsn()) {
                     snapshot::abandon(&*self.inner.fs, pending);
                     return Err(err);
                 }
             }
+            #[cfg(test)]
+            tests::BEFORE_SNAPSHOT_FINISH.with(|h| h.borrow().as_ref().map(|h| h()));
             snapshot::finish(&*self.inner.fs, &self.inner.snap_dir, pending)?;
             redirty.disarm();
             e.state.write().snap_lsn = lsn;
@@ -2700,6 +2711,10 @@ mod tests {
         /// Run by a checkpoint on this thread between a copy of a filter
         /// and the moment that reads its count.
         pub(super) static AFTER_COPY: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            const { std::cell::RefCell::new(None) };
+        /// Run by a checkpoint on this thread just before it puts a
+        /// snapshot in place.
+        pub(super) static BEFORE_SNAPSHOT_FINISH: std::cell::RefCell<Option<Box<dyn Fn()>>> =
             const { std::cell::RefCell::new(None) };
         /// Run by an add on this thread after it created its filter (or
         /// found it created), before it looks it up.
@@ -3610,13 +3625,26 @@ mod tests {
                 }
             }))
         });
+        let at_finish = store.clone();
+        let checked = Arc::new(AtomicU64::new(0));
+        let finishes = checked.clone();
+        let at = removed_at.clone();
+        BEFORE_SNAPSHOT_FINISH.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let lsn = at.load(Ordering::SeqCst);
+                assert!(lsn > 0, "no piece copied");
+                let synced = at_finish.inner.wal.synced_past(lsn);
+                assert!(synced, "the snapshot goes in place, its remove not synced");
+                finishes.fetch_add(1, Ordering::SeqCst);
+            }))
+        });
         store.checkpoint().unwrap();
         BETWEEN_PIECES.with(|h| h.borrow_mut().take());
-        let lsn = removed_at.load(Ordering::SeqCst);
-        assert!(lsn > 0, "no piece copied");
-        assert!(
-            store.inner.wal.synced_past(lsn),
-            "the snapshot is in place, its remove not synced"
+        BEFORE_SNAPSHOT_FINISH.with(|h| h.borrow_mut().take());
+        assert_eq!(
+            checked.load(Ordering::SeqCst),
+            1,
+            "one snapshot put in place"
         );
     }
 
