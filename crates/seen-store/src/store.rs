@@ -2978,8 +2978,11 @@ mod tests {
         let soon = SystemTime::now() + Duration::from_millis(50);
         assert!(store.expire_at(b"f", Some(soon)).unwrap());
         let other = store.clone();
+        let ran = Arc::new(AtomicBool::new(false));
+        let running = ran.clone();
         BEFORE_EXPIRE_HOLD.with(|h| {
             *h.borrow_mut() = Some(Box::new(move || {
+                running.store(true, Ordering::SeqCst);
                 while SystemTime::now() <= soon + Duration::from_millis(2) {
                     std::thread::sleep(Duration::from_millis(5));
                 }
@@ -2991,6 +2994,12 @@ mod tests {
         let later = SystemTime::now() + Duration::from_secs(3600);
         let extended = store.expire_at(b"f", Some(later)).unwrap();
         BEFORE_EXPIRE_HOLD.with(|h| h.borrow_mut().take());
+        // (Had the filter expired before `expire_at` looked, the hook
+        // would not have run, and the test would show nothing.)
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "expired before expire_at looked"
+        );
         assert!(!extended, "a new expiry for a filter found expired");
         assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), None);
         assert_eq!(store.expires_at(b"f").unwrap(), None);
