@@ -1207,20 +1207,19 @@ impl Store {
         let inner = &*self.inner;
         LAST_ENTRY
             .try_with(|l| {
-                let out = {
+                let (out, deleted) = {
                     let c = l.try_borrow().ok()?;
                     let c = c.as_ref()?;
-                    (c.store == inner.uid
+                    let out = (c.store == inner.uid
                         && c.name == name
                         && c.generation == inner.generation.load(Ordering::Acquire))
-                    .then(|| f(&c.entry))?
+                    .then(|| f(&c.entry))?;
+                    (out, c.entry.deleted.load(Ordering::Relaxed))
                 };
                 // `f` deleted it (an add that found it expired), which
                 // could not take it out of the borrowed cache: it goes now.
-                if let Ok(mut l) = l.try_borrow_mut() {
-                    if l.as_ref()
-                        .is_some_and(|c| c.entry.deleted.load(Ordering::Relaxed))
-                    {
+                if deleted {
+                    if let Ok(mut l) = l.try_borrow_mut() {
                         *l = None;
                     }
                 }
