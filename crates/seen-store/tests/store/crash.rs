@@ -230,9 +230,10 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
         .collect();
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     store.create(b"f", &spec).unwrap();
-    // One item a call, as a server adds: 3 batches of 256 go to the log,
-    // the rest waits in the thread's ring (unless the log's helper copies
-    // it out first, every 100 ms).
+    // One item a call, as a server adds: each time the thread's ring
+    // holds 256 adds they go to the log, and the rest waits in the ring
+    // (unless the log's helper copies it out first, every 100 ms: then
+    // the writer's batches start again from what the helper left).
     for it in &items {
         assert!(store.add(b"f", &[it], None).unwrap().new[0]);
     }
@@ -249,7 +250,11 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
     let reopened = reopen_killed_copy(dir.path(), copy.path(), opts);
     let r = reopened.recovery().clone();
     eprintln!("{r:?}");
-    assert!(r.staged <= 1000 - 3 * 256, "{r:?}");
+    // At most one batch: an add copies its ring into the log first if it
+    // holds 256 adds, then stages. (It was "at most 1000 - 3 x 256", which
+    // a copy by the helper part-way through a batch breaks: 243 staged,
+    // in one CI simulation.)
+    assert!(r.staged <= 256, "{r:?}");
     let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
     let present = reopened.contains(b"f", &refs).unwrap().unwrap();
     assert!(present.iter().all(|&p| p), "an acknowledged add was lost");
