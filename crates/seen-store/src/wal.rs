@@ -3238,12 +3238,21 @@ impl<'s> LaneReader<'s> {
                         .as_ref()
                         .is_some_and(|m| m.covers(self.lane, seg.seq, off));
                     let newest = self.at + 1 == self.segments.len();
+                    // A roll writes a segment's end record once the next
+                    // segment is in place, before anything is written in
+                    // it: a kill part-way through that record tears it in
+                    // the lane's last segment but one, with nothing
+                    // written in the later ones (and nothing past the
+                    // record's 32 bytes).
+                    let end_torn = !newest && written.is_none_or(|(_, l)| l <= SEGMENT_END);
                     let after = if unsynced {
                         Some(self.written_after(false)?.expect("all of it"))
                     } else if covered {
                         None
                     } else if !follows && (newest || cut) {
                         self.written_after(true)?
+                    } else if !follows && end_torn {
+                        self.written_after(true)?.filter(|w| w.is_empty())
                     } else {
                         None
                     };
@@ -4778,6 +4787,53 @@ pub(crate) mod tests {
         // The later segments were zeroed: the same boot reads the same.
         let again = lsns_of(&RealFs, dir.path());
         assert_eq!(again, lsns);
+    }
+
+    /// A kill during a roll, once the next segment is in place, can leave
+    /// the old segment's end record torn (its fields stored one by one,
+    /// the CRC last), and nothing written in the next: a torn tail, which
+    /// the open truncates, not damage that stops it (found by review,
+    /// session 25). With a record in the next segment it is damage.
+    #[test]
+    fn a_segment_end_record_torn_by_a_kill_during_a_roll_is_a_torn_tail() {
+        let end_at = 10 * SHORT_RECORD;
+        // The end record's fields as a kill leaves them: its length alone,
+        // then everything but the CRC.
+        for (stored, later_record) in [(4, false), (SEGMENT_END, false), (SEGMENT_END, true)] {
+            let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+            for i in 1..=10 {
+                wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
+                    .unwrap();
+            }
+            wal.start_new_segment().unwrap();
+            if later_record {
+                wal.append_hashes(2, 1, &[ItemHash { lo: 11, hi: 11 }], false)
+                    .unwrap();
+            }
+            wal.sync_appended().unwrap();
+            drop(wal);
+            let old = dir.path().join(segment_name(1, 0, 0));
+            let mut data = std::fs::read(&old).unwrap();
+            assert!(matches!(parse(&data[end_at..]), Parsed::SegmentEnd(0)));
+            data[end_at + 4..end_at + 8].fill(0);
+            data[end_at + stored.max(8)..end_at + SEGMENT_END].fill(0);
+            std::fs::write(&old, &data).unwrap();
+            let read = read_lsns(&*fs, dir.path(), false);
+            if later_record {
+                let e = read.unwrap_err();
+                assert!(is_damage_at(&e, &old, end_at), "{e}");
+                continue;
+            }
+            assert_eq!(
+                read.unwrap(),
+                (1..=10).collect::<Vec<_>>(),
+                "{stored} bytes"
+            );
+            // Truncated: the next read finds zeros there.
+            let data = std::fs::read(&old).unwrap();
+            assert!(data[end_at..].iter().all(|&b| b == 0), "{stored} bytes");
+            assert_eq!(read_lsns(&*fs, dir.path(), false).unwrap().len(), 10);
+        }
     }
 
     /// Nothing is written after a segment's end record, so a written byte
