@@ -300,6 +300,10 @@ fn contains(f: &AnyFilter, h: ItemHash) -> bool {
 /// with [`ErrorKind::Locked`].
 const LOCK_WAIT: Duration = Duration::from_millis(500);
 
+/// How long a store being dropped waits for its log's sync still running
+/// (see `Inner`'s `Drop`).
+const HELPERS_WAIT: Duration = Duration::from_secs(10);
+
 /// How long after a recovery of a poisoned log failed a lookup fails at
 /// once rather than try another (see `Store::recover_poisoned`).
 const RECOVERY_RETRY: Duration = Duration::from_secs(1);
@@ -633,7 +637,24 @@ impl Drop for Inner {
         // nothing after the next open has read it. (What cannot be copied
         // stays staged, for the next open on this boot.)
         let _ = self.wal.copy_rings();
-        self.wal.stop_helpers();
+        self.wal.close();
+        // And waits until a sync or copy still running has let go of the
+        // log, before the directory's lock goes: the next store to open it
+        // must find the log as this one left it. (A disk that has stopped
+        // answering may hold a sync for ever: then, after a while, the
+        // store goes; that sync writes no sync mark once it ends.)
+        let began = Instant::now();
+        while Arc::strong_count(&self.wal) > 1 {
+            if began.elapsed() > HELPERS_WAIT {
+                tracing::warn!(
+                    "{}: the log's sync still runs after {} s; closing without it",
+                    self.wal.dir().display(),
+                    HELPERS_WAIT.as_secs()
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // A thread's cached entry may outlive the store (see LAST_ENTRY):
         // leave it an empty filter, not the memory of a real one.
         let map = self.filters.get_mut();
@@ -3063,6 +3084,47 @@ mod tests {
         AFTER_AUTO_CREATE.with(|h| h.borrow_mut().take());
         assert_eq!(added.unwrap().new, vec![true]);
         assert_eq!(deletes.load(Ordering::SeqCst), 2, "made once again");
+        assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
+    }
+
+    /// A store being dropped waits for a sync still running (here: a clone
+    /// of its log held as a sync holds it) before it lets the directory's
+    /// lock go, and a sync that runs once the store is gone writes no sync
+    /// mark: a stale one could replace the next store's, and after a power
+    /// loss end a lane before that store's records (found by review,
+    /// session 25).
+    #[test]
+    fn a_dropped_store_waits_for_its_sync_and_a_late_one_writes_no_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            fsync: FsyncPolicy::EverySec,
+            ..Default::default()
+        };
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        store.create(b"f", &small_bloom()).unwrap();
+        store.add(b"f", &[b"x"], None).unwrap();
+        store.sync().unwrap();
+        let mark_path = store.wal_dir().join(crate::wal::SYNC_MARK);
+        let mark = std::fs::read(&mark_path).unwrap();
+        let held = store.inner.wal.clone();
+        let dropping = std::thread::spawn(move || drop(store));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !dropping.is_finished(),
+            "the store went with its sync running"
+        );
+        // The sync that was running goes on: no mark.
+        held.append_hashes(2, 1, &[ItemHash { lo: 7, hi: 7 }], false)
+            .unwrap();
+        held.sync_all().unwrap();
+        assert_eq!(
+            std::fs::read(&mark_path).unwrap(),
+            mark,
+            "a late sync wrote the mark"
+        );
+        drop(held);
+        dropping.join().unwrap();
+        let store = Store::open(dir.path(), opts).unwrap();
         assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
     }
 

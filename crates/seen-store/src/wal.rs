@@ -447,6 +447,9 @@ pub(crate) struct Wal {
     sync: CachePadded<Mutex<SyncState>>,
     synced_cv: Condvar,
     stop: AtomicBool,
+    /// The store is gone (`close`): a sync still running writes no mark,
+    /// which could come after the next open's.
+    closed: AtomicBool,
     /// Mirrors of `SyncState::synced_lsn` and `in_progress`, read by
     /// waiters that spin before they sleep.
     synced_lsn: CachePadded<AtomicU64>,
@@ -1111,6 +1114,7 @@ impl Wal {
             })),
             synced_cv: Condvar::new(),
             stop: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             synced_lsn: CachePadded::new(AtomicU64::new(next_lsn - 1)),
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -2583,7 +2587,8 @@ impl Wal {
             || from_seq != 0
             || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
                 >= MARK_EVERY.as_nanos() as u64;
-        if let (Some(file), true, true) = (&self.mark, mark_due, result.is_ok()) {
+        let open = !self.closed.load(Ordering::Acquire);
+        if let (Some(file), true, true, true) = (&self.mark, mark_due, result.is_ok(), open) {
             use std::os::unix::fs::FileExt;
             let file = lock(file);
             result = file
@@ -2840,6 +2845,15 @@ impl Wal {
     /// this log write after it has read the directory.
     pub(crate) fn stop_helpers(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The store is gone: stops the background threads, and no sync still
+    /// running writes the sync mark (a later store of the directory may
+    /// have written its own, which a stale one must not replace: it could
+    /// end a lane before that store's records after a power loss).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.stop_helpers();
     }
 
     /// Makes everything appended so far as durable as a sync can (under
