@@ -177,12 +177,15 @@ pub(crate) fn parse_segment_name(path: &Path) -> Option<SegmentFile> {
     if first.len() != 20 {
         return None;
     }
-    let first_lsn = digits(first, 20)?;
+    // Numbers no log reaches (a name made by hand) are no segment's: the
+    // arithmetic on them would overflow.
+    let first_lsn = digits(first, 20).filter(|&l| l < MAX_LSN)?;
     let (lane, seq) = match (parts.next(), parts.next(), parts.next()) {
         (None, _, _) => (0, None),
-        (Some(lane), Some(seq), None) if lane.len() == 2 => {
-            (digits(lane, 2)? as usize, Some(digits(seq, 10)?))
-        }
+        (Some(lane), Some(seq), None) if lane.len() == 2 => (
+            digits(lane, 2)? as usize,
+            Some(digits(seq, 10).filter(|&q| q < MAX_LSN)?),
+        ),
         _ => return None,
     };
     Some(SegmentFile {
@@ -4605,6 +4608,24 @@ pub(crate) mod tests {
         }
         wal.sync_appended().unwrap();
         (dir, fs)
+    }
+
+    /// A name whose first lsn or number no log reaches (made by hand) is
+    /// no segment's: `seq + 1` on it overflowed, a panic in a checked
+    /// build (found by review, session 25).
+    #[test]
+    fn segment_names_with_numbers_past_the_log_s_are_no_segments() {
+        let dir = Path::new("/x");
+        let max = u64::MAX;
+        for name in [
+            format!("{max:020}.00.0000000001.log"),
+            format!("00000000000000000001.00.{max}.log"),
+            format!("00000000000000000001.00.{}.log", MAX_LSN),
+        ] {
+            assert!(parse_segment_name(&dir.join(&name)).is_none(), "{name}");
+        }
+        let fine = format!("00000000000000000001.00.{}.log", MAX_LSN - 1);
+        assert!(parse_segment_name(&dir.join(fine)).is_some());
     }
 
     #[test]
