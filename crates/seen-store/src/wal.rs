@@ -3257,11 +3257,27 @@ impl<'s> LaneReader<'s> {
                     let newest = self.at + 1 == self.segments.len();
                     // A roll writes a segment's end record once the next
                     // segment is in place, before anything is written in
-                    // it: a kill part-way through that record tears it in
-                    // the lane's last segment but one, with nothing
-                    // written in the later ones (and nothing past the
-                    // record's 32 bytes).
-                    let end_torn = !newest && written.is_none_or(|(_, l)| l <= SEGMENT_END);
+                    // it: a kill part-way through that record leaves in
+                    // the lane's last segment but one some of the record's
+                    // bytes (naming this segment and the next one's first
+                    // lsn), the others still zeros, and nothing after them
+                    // or in the next segment (checked below). Any other
+                    // bad record there (a record the next open has since
+                    // moved past, damaged) is damage.
+                    let end_torn = self.at + 2 == self.segments.len()
+                        && written.is_none_or(|(_, l)| l <= SEGMENT_END)
+                        && self.segments[self.at].seq.is_some_and(|seq| {
+                            let mut whole = [0u8; SEGMENT_END];
+                            encode_segment_end(
+                                &mut whole,
+                                seq,
+                                self.segments[self.at + 1].first_lsn,
+                            );
+                            let data = self.map.as_deref().unwrap_or(&[]);
+                            data.get(off..off + SEGMENT_END).is_some_and(|got| {
+                                got.iter().zip(&whole).all(|(&g, &w)| g == 0 || g == w)
+                            })
+                        });
                     let after = if unsynced {
                         Some(self.written_after(false)?.expect("all of it"))
                     } else if covered {
@@ -4833,8 +4849,15 @@ pub(crate) mod tests {
     fn a_segment_end_record_torn_by_a_kill_during_a_roll_is_a_torn_tail() {
         let end_at = 10 * SHORT_RECORD;
         // The end record's fields as a kill leaves them: its length alone,
-        // then everything but the CRC.
-        for (stored, later_record) in [(4, false), (SEGMENT_END, false), (SEGMENT_END, true)] {
+        // everything but the CRC, the CRC alone (the compiler may order
+        // the stores otherwise); and everything but the CRC with a record
+        // in the next segment.
+        for (stored, later_record) in [
+            (4, false),
+            (SEGMENT_END, false),
+            (8, false),
+            (SEGMENT_END, true),
+        ] {
             let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
             for i in 1..=10 {
                 wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
@@ -4850,8 +4873,13 @@ pub(crate) mod tests {
             let old = dir.path().join(segment_name(1, 0, 0));
             let mut data = std::fs::read(&old).unwrap();
             assert!(matches!(parse(&data[end_at..]), Parsed::SegmentEnd(0)));
-            data[end_at + 4..end_at + 8].fill(0);
-            data[end_at + stored.max(8)..end_at + SEGMENT_END].fill(0);
+            if stored == 8 {
+                data[end_at..end_at + 4].fill(0);
+                data[end_at + 8..end_at + SEGMENT_END].fill(0);
+            } else {
+                data[end_at + 4..end_at + 8].fill(0);
+                data[end_at + stored.max(8)..end_at + SEGMENT_END].fill(0);
+            }
             std::fs::write(&old, &data).unwrap();
             let read = read_lsns(&*fs, dir.path(), false);
             if later_record {
@@ -4869,6 +4897,32 @@ pub(crate) mod tests {
             assert!(data[end_at..].iter().all(|&b| b == 0), "{stored} bytes");
             assert_eq!(read_lsns(&*fs, dir.path(), false).unwrap().len(), 10);
         }
+    }
+
+    /// A damaged last record of a segment that an open moved past (each
+    /// open starts a new segment, and writes nothing in it if the run adds
+    /// nothing) is damage, not a segment-end record torn by a kill: the
+    /// open stops (the rule for the latter must not take it; found by
+    /// review, session 25).
+    #[test]
+    fn a_damaged_last_record_before_an_empty_segment_is_no_torn_roll() {
+        let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+        for i in 1..=10 {
+            wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
+                .unwrap();
+        }
+        wal.sync_appended().unwrap();
+        drop(wal);
+        // The segment the next open made, and a flipped bit in the last
+        // record (its CRC now wrong).
+        std::fs::write(dir.path().join(segment_name(11, 0, 1)), vec![0u8; 1 << 16]).unwrap();
+        let seg = dir.path().join(segment_name(1, 0, 0));
+        let mut data = std::fs::read(&seg).unwrap();
+        let last = 9 * SHORT_RECORD;
+        data[last + 20] ^= 1;
+        std::fs::write(&seg, &data).unwrap();
+        let e = read_lsns(&*fs, dir.path(), false).unwrap_err();
+        assert!(is_damage_at(&e, &seg, last), "{e}");
     }
 
     /// Nothing is written after a segment's end record, so a written byte
