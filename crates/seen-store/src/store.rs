@@ -572,6 +572,18 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Empties this thread's cache (`LAST_ENTRY`) if it holds a deleted
+/// filter's entry, unless a call of the thread has it borrowed.
+fn let_go_of_a_deleted_entry(cache: &std::cell::RefCell<Option<CachedEntry>>) {
+    if let Ok(mut c) = cache.try_borrow_mut() {
+        if c.as_ref()
+            .is_some_and(|c| c.entry.deleted.load(Ordering::Relaxed))
+        {
+            *c = None;
+        }
+    }
+}
+
 /// An entry held for one call; it goes back to the thread's cache when
 /// dropped.
 struct EntryRef(Option<CachedEntry>);
@@ -643,17 +655,12 @@ impl Drop for Inner {
         // must find the log as this one left it. (A disk that has stopped
         // answering may hold a sync for ever: then, after a while, the
         // store goes; that sync writes no sync mark once it ends.)
-        let began = Instant::now();
-        while Arc::strong_count(&self.wal) > 1 {
-            if began.elapsed() > HELPERS_WAIT {
-                tracing::warn!(
-                    "{}: the log's sync still runs after {} s; closing without it",
-                    self.wal.dir().display(),
-                    HELPERS_WAIT.as_secs()
-                );
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        if !self.wal.wait_for_helpers(HELPERS_WAIT) {
+            tracing::warn!(
+                "{}: the log's sync still runs after {} s; closing without it",
+                self.wal.dir().display(),
+                HELPERS_WAIT.as_secs()
+            );
         }
         // A thread's cached entry may outlive the store (see LAST_ENTRY):
         // leave it an empty filter, not the memory of a real one.
@@ -1240,9 +1247,7 @@ impl Store {
                 // `f` deleted it (an add that found it expired), which
                 // could not take it out of the borrowed cache: it goes now.
                 if deleted {
-                    if let Ok(mut l) = l.try_borrow_mut() {
-                        *l = None;
-                    }
+                    let_go_of_a_deleted_entry(l);
                 }
                 Some(out)
             })
@@ -2272,14 +2277,8 @@ impl Store {
         };
         // Nor does this thread's cache keep it (unless a call of this
         // thread has it out, and lets it go when done: `EntryRef`).
-        if let Some(removed) = &removed {
-            let _ = LAST_ENTRY.try_with(|l| {
-                if let Ok(mut l) = l.try_borrow_mut() {
-                    if l.as_ref().is_some_and(|c| Arc::ptr_eq(&c.entry, removed)) {
-                        *l = None;
-                    }
-                }
-            });
+        if removed.is_some() {
+            let _ = LAST_ENTRY.try_with(let_go_of_a_deleted_entry);
         }
         drop(removed);
         self.inner.wal.commit(lsn)?;
@@ -2894,14 +2893,10 @@ mod tests {
         store.sync().unwrap();
         let wal = &store.inner.wal;
         wal.stop_helpers();
-        let began = std::time::Instant::now();
-        while Arc::strong_count(wal) > 1 {
-            assert!(
-                began.elapsed() < Duration::from_secs(30),
-                "a helper holds the log"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        assert!(
+            wal.wait_for_helpers(Duration::from_secs(30)),
+            "a helper holds the log"
+        );
     }
 
     /// A power loss under `everysec` that took the end of the log's

@@ -2133,7 +2133,7 @@ impl Wal {
         match self.policy {
             FsyncPolicy::Always => self.sync_to(lsn),
             FsyncPolicy::EverySec | FsyncPolicy::No => {
-                if !self.is_poisoned() || self.synced_lsn.load(Ordering::Acquire) >= lsn {
+                if !self.is_poisoned() || self.synced_past(lsn) {
                     return Ok(());
                 }
                 self.poisoned_error()
@@ -2857,6 +2857,19 @@ impl Wal {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.stop_helpers();
+    }
+
+    /// Once the helpers are stopped: waits until none holds the log (a
+    /// sync or copy still running), for at most `limit`; whether none does.
+    pub(crate) fn wait_for_helpers(self: &Arc<Self>, limit: Duration) -> bool {
+        let began = Instant::now();
+        while Arc::strong_count(self) > 1 {
+            if began.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
     }
 
     /// Makes everything appended so far as durable as a sync can (under
@@ -4906,13 +4919,7 @@ pub(crate) mod tests {
     /// review, session 25).
     #[test]
     fn a_damaged_last_record_before_an_empty_segment_is_no_torn_roll() {
-        let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
-        for i in 1..=10 {
-            wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
-                .unwrap();
-        }
-        wal.sync_appended().unwrap();
-        drop(wal);
+        let (dir, fs) = lane0_log(10);
         // The segment the next open made, and a flipped bit in the last
         // record (its CRC now wrong).
         std::fs::write(dir.path().join(segment_name(11, 0, 1)), vec![0u8; 1 << 16]).unwrap();
