@@ -558,3 +558,56 @@ mod tests {
         assert!((est - n).abs() / n < 0.001, "{est}");
     }
 }
+
+#[cfg(test)]
+mod pinned {
+    use super::*;
+
+    /// The table of docs/FORMAT.md, section 3. Sizing is part of the
+    /// format (a create record holds capacity and rate, and replay sizes
+    /// the filter again): a change here is a change of the format.
+    #[test]
+    fn sizes_are_those_the_format_gives() {
+        type Size = (u64, u32);
+        let table: [(u64, f64, Size, Size, Size, Size); 7] = [
+            (1, 0.5, (1, 1), (1, 1), (64, 3), (64, 2)),
+            (100, 0.005, (3, 5), (11, 5), (1216, 8), (1152, 8)),
+            (1000, 0.01, (20, 6), (87, 6), (9664, 7), (9600, 7)),
+            (1000, 1e-6, (78, 17), (684, 17), (126_912, 5), (28_800, 20)),
+            (
+                100_000,
+                0.001,
+                (3083, 9),
+                (15_401, 8),
+                (1_438_016, 10),
+                (1_437_760, 10),
+            ),
+            (
+                1_000_000,
+                0.01,
+                (19_599, 6),
+                (86_630, 6),
+                (9_593_024, 7),
+                (9_585_088, 7),
+            ),
+            (
+                10_000_000,
+                1e-4,
+                (438_418, 12),
+                (2_546_036, 10),
+                (191_731_200, 13),
+                (191_701_184, 14),
+            ),
+        ];
+        for (n, e, blocked, counting, classic, redis) in table {
+            assert_eq!(blocked_size(n, e).unwrap(), blocked, "blocked {n} {e}");
+            assert_eq!(counting_size(n, e).unwrap(), counting, "counting {n} {e}");
+            assert_eq!(classic_size(n, e).unwrap(), classic, "classic {n} {e}");
+            assert_eq!(
+                (redis_bits(n, e).unwrap(), redis_hashes(e)),
+                redis,
+                "redis {n} {e}"
+            );
+        }
+    }
+}
