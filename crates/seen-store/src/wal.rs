@@ -461,6 +461,8 @@ pub(crate) struct Wal {
     /// taking the lock.
     poisoned: AtomicBool,
     pages: std::sync::OnceLock<std::thread::Thread>,
+    /// The syncer thread (under `EverySec`), woken when the log stops.
+    syncer: std::sync::OnceLock<std::thread::Thread>,
     /// Syncs led so far (tests read it).
     syncs: AtomicU64,
     /// Under `EverySec`: the longest an acknowledged record has waited
@@ -1122,6 +1124,7 @@ impl Wal {
             sync_running: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             pages: std::sync::OnceLock::new(),
+            syncer: std::sync::OnceLock::new(),
             syncs: AtomicU64::new(0),
             sync_window: AtomicU64::new(0),
             last_sync_began: AtomicU64::new(0),
@@ -1147,7 +1150,7 @@ impl Wal {
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
             let weak = Arc::downgrade(&wal);
-            std::thread::Builder::new()
+            let handle = std::thread::Builder::new()
                 .name("seen-wal-sync".into())
                 .spawn(move || {
                     // Each sync starts a second after the last one that
@@ -1157,7 +1160,9 @@ impl Wal {
                     // ended; after a failed one, a second after it ended.
                     let mut next = Instant::now() + Duration::from_secs(1);
                     loop {
-                        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                        // Woken early when the log stops (`stop_helpers`);
+                        // an early wake otherwise only goes round again.
+                        std::thread::park_timeout(next.saturating_duration_since(Instant::now()));
                         let Some(wal) = weak.upgrade() else { return };
                         if wal.stop.load(Ordering::Relaxed) {
                             return;
@@ -1189,6 +1194,7 @@ impl Wal {
                     }
                 })
                 .map_err(|e| io_err("spawn sync thread for", &wal_dir_of(&wal), e))?;
+            let _ = wal.syncer.set(handle.thread().clone());
         }
         Ok(wal)
     }
@@ -2848,6 +2854,11 @@ impl Wal {
     /// this log write after it has read the directory.
     pub(crate) fn stop_helpers(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        // So that they end now, not after their sleep (up to a second for
+        // the syncer's): a dropped store leaves no thread behind.
+        for t in [self.pages.get(), self.syncer.get()].into_iter().flatten() {
+            t.unpark();
+        }
     }
 
     /// The store is gone: stops the background threads, and no sync still
