@@ -2702,7 +2702,9 @@ impl Store {
     /// `always` the log is synced, under `no` the staged adds go into the
     /// log. For a shutdown that does not checkpoint (or whose checkpoint
     /// failed), so that the last adds do not wait for the kernel's
-    /// writeback.
+    /// writeback. It writes a fresh sync mark (docs/FORMAT.md, section
+    /// 6.4), under `always` too: from then on damage to any record made so
+    /// far is corruption at the next open, not a torn tail.
     pub fn sync(&self) -> Result<()> {
         self.inner.wal.sync_appended()
     }

@@ -553,13 +553,16 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 /// loss it holds the last such mark or the one before. Damage in a lane
 /// at or past its mark can be a power loss's (an unsynced part of the log
 /// reaches the disk in any order, sector by sector): the reader takes it
-/// for the lane's end. Damage below it cannot: corruption, which stops
-/// the open. Under `EverySec` every sync writes it, so that past it is
+/// for the lane's end. Damage below it cannot, nor can a kill make any:
+/// corruption, which stops the open, on any boot (on the boot that wrote
+/// the mark, past it the rules of a log without one hold). Under
+/// `EverySec` every sync writes it, so that past it is
 /// exactly what no completed sync covered. Past its lane's entry, the
 /// end of a segment's records without a segment-end record ends the lane
 /// too when a later segment of it holds written bytes (see
 /// `LaneReader::advance`). Under `Always` a sync writes it if the last was
-/// written [`MARK_EVERY`] ago or more: everything it acknowledged was
+/// written [`MARK_EVERY`] ago or more, and so does the sync of
+/// [`sync_appended`](Wal::sync_appended) (a clean shutdown's): everything it acknowledged was
 /// synced, and a power loss can only tear the records of
 /// the sync in flight, but when that leaves a torn record or zeros with
 /// valid ones after it (a page write whose later sector reached the disk
@@ -574,7 +577,7 @@ pub(crate) const SYNC_MARK: &str = "SYNCED";
 pub(crate) struct SyncMark {
     /// The boot id of the machine when it was written ([`Fs::boot_id`]):
     /// a reader on the same boot knows that no power loss came since, and
-    /// takes all damage for corruption.
+    /// uses the mark only to tell damage below it.
     pub(crate) boot: [u8; 16],
     /// `(lane, seq, offset)`.
     pub(crate) lanes: Vec<(usize, u64, u64)>,
@@ -637,11 +640,22 @@ impl SyncMark {
         })
     }
 
-    /// Reads the mark in log directory `dir`: `None` if there is none, if
-    /// it is damaged (then the reader keeps its rules for logs without
-    /// one, and says so), or if it was written on this boot (no power
-    /// loss since: all damage is corruption).
+    /// Reads the mark in log directory `dir`, if it was written on another
+    /// boot (a power loss may have come since): see
+    /// [`read_any`](Self::read_any).
+    #[cfg(test)]
     pub(crate) fn read(fs: &dyn Fs, dir: &Path) -> Option<SyncMark> {
+        Self::read_any(fs, dir).and_then(|(m, same_boot)| (!same_boot).then_some(m))
+    }
+
+    /// Reads the mark in log directory `dir`, and whether it was written on
+    /// this boot: `None` if there is none, or if it is damaged (then the
+    /// reader keeps its rules for logs without one, and says so). A mark
+    /// of this boot only says what was written (no power loss came since,
+    /// and the page cache holds it): damage below it is corruption, even
+    /// where it would pass for a torn tail, and past it the rules of a log
+    /// without a mark hold.
+    pub(crate) fn read_any(fs: &dyn Fs, dir: &Path) -> Option<(SyncMark, bool)> {
         let path = dir.join(SYNC_MARK);
         let mut bytes = Vec::new();
         match fs.open_read(&path) {
@@ -652,7 +666,10 @@ impl SyncMark {
         if mark.is_none() {
             tracing::warn!("{}: not a valid sync mark; ignored", path.display());
         }
-        mark.filter(|m| m.boot != fs.boot_id())
+        mark.map(|m| {
+            let same_boot = m.boot == fs.boot_id();
+            (m, same_boot)
+        })
     }
 
     /// Lane `lane`'s entry: its segment `<seq>` and offset.
@@ -2249,7 +2266,7 @@ impl Wal {
         // staged before the disk filled are left out (docs/FORMAT.md 6.5),
         // and writers are not held up by a sync for each mutation.
         let copied = self.copy_rings();
-        let synced = self.sync_staged();
+        let synced = self.sync_staged(false);
         if synced.is_ok() {
             let end = self.opened.elapsed().as_nanos() as u64;
             let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
@@ -2391,7 +2408,7 @@ impl Wal {
                 seen = now;
             }
         }
-        self.lead_sync()
+        self.lead_sync(false)
     }
 
     /// Syncs everything appended so far, whatever the lsns: for the
@@ -2408,7 +2425,7 @@ impl Wal {
         // succeed again (`copy_failed`), and each sync tries again. The
         // error is this sync's, after the sync of the rest.
         let copied = self.copy_rings();
-        self.sync_staged().and(copied)
+        self.sync_staged(false).and(copied)
     }
 
     /// Syncs the log's records up to `lsn` (none under `No`), leaving the
@@ -2420,12 +2437,13 @@ impl Wal {
             FsyncPolicy::No => Ok(()),
             _ if self.synced_past(lsn) => Ok(()),
             FsyncPolicy::Always => self.sync_to(lsn),
-            FsyncPolicy::EverySec => self.sync_staged(),
+            FsyncPolicy::EverySec => self.sync_staged(false),
         }
     }
 
-    /// [`sync_all`](Self::sync_all) after the rings are copied.
-    fn sync_staged(&self) -> Result<()> {
+    /// [`sync_all`](Self::sync_all) after the rings are copied; `mark`:
+    /// write the sync mark whether or not one is due (see `lead_sync`).
+    fn sync_staged(&self, mark: bool) -> Result<()> {
         let mut s = lock(&self.sync);
         loop {
             if let Some(p) = &s.poisoned {
@@ -2439,7 +2457,7 @@ impl Wal {
             s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         drop(s);
-        self.lead_sync()
+        self.lead_sync(mark)
     }
 
     /// After a sync that panicked (a bug): lets go of `in_progress` and
@@ -2486,7 +2504,7 @@ impl Wal {
 
     /// The sync of a leader (`in_progress` set by the caller): every lane's
     /// files, then `synced_lsn` moved to what they cover.
-    fn lead_sync(&self) -> Result<()> {
+    fn lead_sync(&self, force_mark: bool) -> Result<()> {
         // A panic from here to the end (a bug) must not leave `in_progress`
         // set: every later sync would wait for it for ever, and under
         // `always` every writer with it. `released`: whether this sync has
@@ -2593,6 +2611,7 @@ impl Wal {
         let now = self.opened.elapsed().as_nanos() as u64;
         let from_seq = self.mark_from_seq.load(Ordering::Acquire);
         let mark_due = self.policy == FsyncPolicy::EverySec
+            || force_mark
             || from_seq != 0
             || now.saturating_sub(self.mark_written.load(Ordering::Relaxed))
                 >= MARK_EVERY.as_nanos() as u64;
@@ -2884,7 +2903,8 @@ impl Wal {
     }
 
     /// Makes everything appended so far as durable as a sync can (under
-    /// `No`, copies the rings into the log). The background threads go on:
+    /// `No`, copies the rings into the log), with a sync mark past it all
+    /// (see [`SyncMark`]). The background threads go on:
     /// a store's other clones may still write, and under `EverySec` rely
     /// on the syncer. They stop when the store is dropped
     /// ([`stop_helpers`](Self::stop_helpers)), or the log is.
@@ -2892,7 +2912,11 @@ impl Wal {
         if self.policy == FsyncPolicy::No {
             return self.copy_rings();
         }
-        self.sync_all()
+        // With a fresh sync mark, also under `Always`: after a clean
+        // shutdown every record is below it, so damage to any is
+        // corruption, not a torn tail, on this boot and after a reboot.
+        let copied = self.copy_rings();
+        self.sync_staged(true).and(copied)
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -2936,7 +2960,7 @@ pub(crate) fn read_all(
     let mark = segments
         .first()
         .and_then(|s| s.path.parent())
-        .and_then(|dir| SyncMark::read(fs, dir));
+        .and_then(|dir| SyncMark::read_any(fs, dir));
     let mut lanes: Vec<LaneReader<'_>> = Vec::new();
     for seg in segments.iter_mut() {
         match lanes.last_mut() {
@@ -3002,6 +3026,10 @@ struct LaneReader<'s> {
     torn: Vec<(PathBuf, u64, usize)>,
     /// How far the lanes were last synced, where the log says.
     mark: Option<SyncMark>,
+    /// Whether `mark` was written on this boot: then it only tells damage
+    /// below it (no power loss came since), and past it the rules of a
+    /// log without a mark hold.
+    same_boot: bool,
 }
 
 impl<'s> LaneReader<'s> {
@@ -3010,8 +3038,12 @@ impl<'s> LaneReader<'s> {
         lane: usize,
         salvage: bool,
         first: &'s mut SegmentFile,
-        mark: Option<SyncMark>,
+        mark: Option<(SyncMark, bool)>,
     ) -> Self {
+        let (mark, same_boot) = match mark {
+            Some((m, same)) => (Some(m), same),
+            None => (None, false),
+        };
         LaneReader {
             fs,
             lane,
@@ -3025,7 +3057,18 @@ impl<'s> LaneReader<'s> {
             next: None,
             torn: Vec::new(),
             mark,
+            same_boot,
         }
+    }
+
+    /// Is `off` of segment `seq` of this lane past the mark of another
+    /// boot, where what was not synced may have been lost in any order?
+    fn past_mark(&self, seq: Option<u64>, off: usize) -> bool {
+        !self.same_boot
+            && self
+                .mark
+                .as_ref()
+                .is_some_and(|m| m.unsynced(self.lane, seq, off))
     }
 
     /// Numbered segments of a lane follow each other without a gap.
@@ -3120,12 +3163,7 @@ impl<'s> LaneReader<'s> {
                     // not synced reaches the disk in any order): the lane
                     // ends here, as at a torn record, so that it is
                     // replayed as a prefix.
-                    Parsed::End
-                        if self
-                            .mark
-                            .as_ref()
-                            .is_some_and(|m| m.unsynced(self.lane, seq, off)) =>
-                    {
+                    Parsed::End if self.past_mark(seq, off) => {
                         match written(written_end()) {
                             Some(w) => {
                                 Step::Bad("zeros, then written bytes".into(), true, Some(w), false)
@@ -3260,10 +3298,7 @@ impl<'s> LaneReader<'s> {
                     // order, sector by sector (see `SyncMark`), and the
                     // lane ends here, whatever follows.
                     let seg = &self.segments[self.at];
-                    let unsynced = self
-                        .mark
-                        .as_ref()
-                        .is_some_and(|m| m.unsynced(self.lane, seg.seq, off));
+                    let unsynced = self.past_mark(seg.seq, off);
                     // Otherwise: appends and rolls run under the lane's
                     // mutex, so a killed process tears only a lane's newest
                     // segment; in an older one only a power loss can have,
@@ -4882,7 +4917,10 @@ pub(crate) mod tests {
             (8, false),
             (SEGMENT_END, true),
         ] {
-            let (dir, fs, wal) = fresh_wal(FsyncPolicy::EverySec, 1 << 16);
+            // Under `No`: no sync, and no sync mark, follows the roll, as
+            // none can after a kill in the middle of it (a mark written
+            // after the roll would say the end record was whole).
+            let (dir, fs, wal) = fresh_wal(FsyncPolicy::No, 1 << 16);
             for i in 1..=10 {
                 wal.append_hashes(2, 1, &[ItemHash { lo: i, hi: i }], false)
                     .unwrap();
@@ -4892,7 +4930,6 @@ pub(crate) mod tests {
                 wal.append_hashes(2, 1, &[ItemHash { lo: 11, hi: 11 }], false)
                     .unwrap();
             }
-            wal.sync_appended().unwrap();
             drop(wal);
             let old = dir.path().join(segment_name(1, 0, 0));
             let mut data = std::fs::read(&old).unwrap();
@@ -5172,7 +5209,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_sync_mark_of_this_boot_is_not_used() {
+    fn a_sync_mark_is_read_with_whether_this_boot_wrote_it() {
         let dir = tempfile::tempdir().unwrap();
         let write = |boot: [u8; 16]| {
             let mark = SyncMark {
@@ -5184,10 +5221,12 @@ pub(crate) mod tests {
         };
         write(RealFs.boot_id());
         assert_eq!(SyncMark::read(&RealFs, dir.path()), None);
+        assert!(SyncMark::read_any(&RealFs, dir.path()).is_some_and(|(_, same)| same));
         let mut other = RealFs.boot_id();
         other[3] ^= 1;
         write(other);
         assert!(SyncMark::read(&RealFs, dir.path()).is_some());
+        assert!(SyncMark::read_any(&RealFs, dir.path()).is_some_and(|(_, same)| !same));
     }
 
     /// The resident size of this process's map of `path`, from
@@ -5566,32 +5605,42 @@ pub(crate) mod tests {
     }
 
     /// Below the sync mark's entry no power loss can have torn or holed
-    /// anything: read on another boot, zeros there (in the middle, or at
-    /// the end of what the mark says was written) and a bad last record
-    /// are damage, not an end or a torn tail. The last used to be
-    /// truncated with a warning (99 of 100 records read).
+    /// anything, nor a kill: zeros there (in the middle, or at the end of
+    /// what the mark says was written) and a bad last record are damage,
+    /// not an end or a torn tail, read on another boot and on this one.
+    /// On another boot the last used to be truncated with a warning (99 of
+    /// 100 records read); on this one, until session 26, all three were
+    /// (the mark was not used on the boot that wrote it: a log whose end
+    /// was zeroed read as a shorter log, found by the `store_dir` fuzz
+    /// target).
     #[test]
     fn below_the_sync_mark_zeros_and_a_bad_last_record_are_damage() {
+        let both = [&RealFs as &dyn Fs, &TestFs::other_boot()];
         let dir = synced_everysec_log(100);
         let seg = edit_lane0(dir.path(), |d| d[SECTOR..2 * SECTOR].fill(0));
-        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
-        assert!(is_damage_at(&e, &seg, SECTOR), "{e}");
+        for fs in both {
+            let e = read_lsns(fs, dir.path(), false).unwrap_err();
+            assert!(is_damage_at(&e, &seg, SECTOR), "{e}");
+        }
 
         let dir = synced_everysec_log(100);
         let end = 96 * SHORT_RECORD;
         let seg = edit_lane0(dir.path(), |d| d[end..end + 4 * SHORT_RECORD].fill(0));
-        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
-        assert!(is_damage_at(&e, &seg, end), "{e}");
-        assert!(e.to_string().contains("sync mark"), "{e}");
+        for fs in both {
+            let e = read_lsns(fs, dir.path(), false).unwrap_err();
+            assert!(is_damage_at(&e, &seg, end), "{e}");
+            assert!(e.to_string().contains("sync mark"), "{e}");
+        }
 
         let dir = synced_everysec_log(100);
         let last = 99 * SHORT_RECORD;
         let seg = edit_lane0(dir.path(), |d| d[last + 20] ^= 1);
-        let e = read_lsns(&TestFs::other_boot(), dir.path(), false).unwrap_err();
-        assert!(is_damage_at(&e, &seg, last), "{e}");
-        // On the same boot the mark is not used, and a bad last record of
-        // the newest segment is a record a kill tore.
-        let lsns = read_lsns(&RealFs, dir.path(), false).unwrap();
+        for fs in both {
+            let e = read_lsns(fs, dir.path(), false).unwrap_err();
+            assert!(is_damage_at(&e, &seg, last), "{e}");
+        }
+        // Salvage reads the rest.
+        let lsns = read_lsns(&RealFs, dir.path(), true).unwrap();
         assert_eq!(lsns, (1..=99).collect::<Vec<u64>>());
     }
 }
