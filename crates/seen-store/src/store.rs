@@ -655,7 +655,9 @@ impl Drop for Inner {
         // must find the log as this one left it. (A disk that has stopped
         // answering may hold a sync for ever: then, after a while, the
         // store goes; that sync writes no sync mark once it ends.)
-        if !self.wal.wait_for_helpers(HELPERS_WAIT) {
+        if self.wal.wait_for_helpers(HELPERS_WAIT) {
+            self.wal.join_helpers();
+        } else {
             tracing::warn!(
                 "{}: the log's sync still runs after {} s; closing without it",
                 self.wal.dir().display(),

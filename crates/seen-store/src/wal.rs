@@ -463,6 +463,9 @@ pub(crate) struct Wal {
     pages: std::sync::OnceLock<std::thread::Thread>,
     /// The syncer thread (under `EverySec`), woken when the log stops.
     syncer: std::sync::OnceLock<std::thread::Thread>,
+    /// The helper threads (page helper, syncer), for
+    /// [`join_helpers`](Self::join_helpers).
+    helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Syncs led so far (tests read it).
     syncs: AtomicU64,
     /// Under `EverySec`: the longest an acknowledged record has waited
@@ -1142,6 +1145,7 @@ impl Wal {
             poisoned: AtomicBool::new(false),
             pages: std::sync::OnceLock::new(),
             syncer: std::sync::OnceLock::new(),
+            helpers: Mutex::new(Vec::new()),
             syncs: AtomicU64::new(0),
             sync_window: AtomicU64::new(0),
             last_sync_began: AtomicU64::new(0),
@@ -1212,6 +1216,7 @@ impl Wal {
                 })
                 .map_err(|e| io_err("spawn sync thread for", &wal_dir_of(&wal), e))?;
             let _ = wal.syncer.set(handle.thread().clone());
+            lock(&wal.helpers).push(handle);
         }
         Ok(wal)
     }
@@ -1412,6 +1417,7 @@ impl Wal {
             })
             .map_err(|e| io_err("spawn page thread for", &wal.dir, e))?;
         let _ = wal.pages.set(handle.thread().clone());
+        lock(&wal.helpers).push(handle);
         Ok(())
     }
 
@@ -2887,6 +2893,19 @@ impl Wal {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.stop_helpers();
+    }
+
+    /// Once the helpers are stopped and none holds the log
+    /// ([`wait_for_helpers`](Self::wait_for_helpers)): waits for their
+    /// threads to end, which they do at once, so that a dropped store
+    /// leaves none behind.
+    pub(crate) fn join_helpers(&self) {
+        let me = std::thread::current().id();
+        for h in std::mem::take(&mut *lock(&self.helpers)) {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Once the helpers are stopped: waits until none holds the log (a
