@@ -1048,6 +1048,32 @@ impl Store {
                 set_count(&mut st.filter, count);
             }
         }
+        // A staged add of a filter that neither the log nor a snapshot
+        // names: on the boot that staged it (a ring of another boot holds
+        // nothing) the log held the filter's create, appended before any
+        // add to it, and kept while an add of it waits in a ring (a
+        // checkpoint copies the rings before it removes segments, and an
+        // open replays them and removes the rings). So the log lost
+        // records a process kill cannot take: corruption, where the rules
+        // of the log alone (zeros end a lane) would drop the filter.
+        for ((id, hashes), (path, offset)) in staged.adds.iter().zip(&staged.origins) {
+            if *id > max_id {
+                let what = format!(
+                    "{} staged adds of filter id {id}, which no log record or snapshot names: \
+                     the log lost records",
+                    hashes.len()
+                );
+                if !opts.salvage {
+                    return Err(ErrorKind::Corrupt {
+                        path: path.clone(),
+                        offset: *offset,
+                        what,
+                    }
+                    .into());
+                }
+                tracing::warn!("{}: {what}; dropped (salvage)", path.display());
+            }
+        }
         // Then the staged adds: each came after every record of its filter
         // whose order matters (those are appended after copying the rings,
         // see `Wal::order_point`), and an add to a filter deleted since is
@@ -3923,6 +3949,43 @@ mod tests {
         }
         assert_eq!(store.inner.wal.staged(), 200, "the adds wait in the ring");
         (dir, store, staged)
+    }
+
+    /// Adds staged in a ring of this boot for a filter that no log record
+    /// or snapshot names: the log lost records (here its lane's segment
+    /// zeroed, with the filter's create) that a kill cannot take, and the
+    /// open stops, naming the ring and the entry, unless asked to salvage.
+    /// Until session 26 the open dropped those adds with the filter, as
+    /// it drops a deleted filter's (found by the `store_dir` fuzz target).
+    #[test]
+    fn staged_adds_of_a_filter_the_log_lost_are_corruption() {
+        let (dir, store, _) = store_with_staged_chain_adds(seen_core::Layout::Blocked);
+        let to = tempfile::tempdir().unwrap();
+        copy_tree(dir.path(), to.path());
+        drop(store);
+        for e in std::fs::read_dir(to.path().join("wal")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "log") {
+                let len = std::fs::metadata(&p).unwrap().len() as usize;
+                std::fs::write(&p, vec![0u8; len]).unwrap();
+            }
+        }
+        let opts = |salvage| StoreOptions {
+            fsync: FsyncPolicy::No,
+            salvage,
+            ..StoreOptions::default()
+        };
+        let e = Store::open(to.path(), opts(false)).unwrap_err();
+        match e.kind() {
+            ErrorKind::Corrupt { path, offset, what } => {
+                assert!(path.starts_with(to.path().join(ring::RING_DIR)), "{e}");
+                assert_eq!(*offset, 4096, "the ring's first entry: {e}");
+                assert!(what.contains("200 staged adds"), "{e}");
+            }
+            _ => panic!("not corruption: {e}"),
+        }
+        let salvaged = Store::open(to.path(), opts(true)).unwrap();
+        assert!(salvaged.is_empty());
     }
 
     /// A copy of the store open in `dir` taken now (see [`copy_tree`]),
