@@ -529,6 +529,9 @@ pub(crate) struct Wal {
     /// Tests: every ring copy panics while set (a bug in the copy).
     #[cfg(test)]
     copies_panic: AtomicBool,
+    /// When the syncer began each of its syncs.
+    #[cfg(test)]
+    timed_sync_starts: Mutex<Vec<Instant>>,
 }
 
 /// Under `Always`, the longest a sync goes without writing the sync mark
@@ -1167,6 +1170,8 @@ impl Wal {
             helper_copies_paused: AtomicBool::new(false),
             #[cfg(test)]
             copies_panic: AtomicBool::new(false),
+            #[cfg(test)]
+            timed_sync_starts: Mutex::new(Vec::new()),
         });
         Self::start_page_helper(&wal)?;
         if policy == FsyncPolicy::EverySec {
@@ -1181,13 +1186,24 @@ impl Wal {
                     // ended; after a failed one, a second after it ended.
                     let mut next = Instant::now() + Duration::from_secs(1);
                     loop {
-                        // Woken early when the log stops (`stop_helpers`);
-                        // an early wake otherwise only goes round again.
-                        std::thread::park_timeout(next.saturating_duration_since(Instant::now()));
-                        let Some(wal) = weak.upgrade() else { return };
-                        if wal.stop.load(Ordering::Relaxed) {
-                            return;
-                        }
+                        // Until `next`, or until the log stops
+                        // (`stop_helpers` wakes it). A wake that is neither
+                        // sleeps again: a scope's threads that the sync
+                        // joined leave one pending (std's scope wakes the
+                        // thread that made it), and a retry after a failed
+                        // sync must still wait its second.
+                        let wal = loop {
+                            std::thread::park_timeout(
+                                next.saturating_duration_since(Instant::now()),
+                            );
+                            let Some(wal) = weak.upgrade() else { return };
+                            if wal.stop.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            if Instant::now() >= next {
+                                break wal;
+                            }
+                        };
                         let due = wal.last_sync_start() + Duration::from_secs(1);
                         if due > Instant::now() + Duration::from_millis(1) {
                             next = due;
@@ -1196,6 +1212,8 @@ impl Wal {
                         // A panic (a bug) poisons the log if it came in
                         // the sync itself (`lead_sync`); this thread goes
                         // on, so that syncs resume after a checkpoint.
+                        #[cfg(test)]
+                        lock(&wal.timed_sync_starts).push(Instant::now());
                         let sync = std::panic::AssertUnwindSafe(|| wal.timed_sync());
                         let Ok((synced, copied)) = std::panic::catch_unwind(sync) else {
                             tracing::error!("background log sync panicked (a bug in seen-store)");
@@ -3986,6 +4004,48 @@ pub(crate) mod tests {
         // The log stays poisoned, with the same file named.
         let e = wal.append_hashes(2, 1, &h, false).unwrap_err().to_string();
         assert!(e.contains(name), "{e} does not name {name}");
+    }
+
+    /// After a background sync fails, the syncer tries again a second
+    /// later, not at once. A sync of several files syncs them from scoped
+    /// threads, whose joins leave the syncer's thread a pending wake (std's
+    /// scope wakes the thread that made it), and the syncer's first
+    /// `park_timeout` (bab6721) returned on it at once: a second sync ran
+    /// right after the failed one (found by review, session 26).
+    #[test]
+    fn the_syncer_waits_a_second_after_a_failed_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let fail = Arc::new(Mutex::new(None));
+        let fs: Arc<dyn Fs> = Arc::new(TestFs {
+            fail: fail.clone(),
+            ..TestFs::default()
+        });
+        let wal = Wal::open(
+            fs,
+            dir.path().to_path_buf(),
+            FsyncPolicy::EverySec,
+            1 << 16,
+            1,
+            vec![],
+            None,
+        )
+        .unwrap();
+        let first = segments_of(dir.path())[0].path.clone();
+        // Two segments of lane 0 for the first background sync.
+        let h: Vec<ItemHash> = (0..100).map(|i| ItemHash { lo: i, hi: 7 }).collect();
+        while segments_of(dir.path()).len() < 2 {
+            wal.append_hashes(2, 1, &h, false).unwrap();
+        }
+        *lock(&fail) = Some(first);
+        let began = Instant::now();
+        while lock(&wal.timed_sync_starts).len() < 2 {
+            assert!(began.elapsed() < Duration::from_secs(10), "no second sync");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(wal.poison_epoch().is_some(), "the first sync failed");
+        let starts = lock(&wal.timed_sync_starts).clone();
+        let gap = starts[1] - starts[0];
+        assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
     }
 
     #[test]
