@@ -239,6 +239,9 @@ fn ln_factorial(j: f64) -> f64 {
         - 1.0 / (360.0 * j * j * j)
 }
 
+/// Items per block from which a blocked filter's rate is taken to be 1.
+const FULL_BLOCK_ITEMS: f64 = 1e7;
+
 /// Expected false-positive rate of a blocked filter with `blocks` blocks of
 /// `usable` addressable bits, `hashes` positions per item and `items` items.
 fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
@@ -251,6 +254,13 @@ fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
     let b = usable as f64;
     let k = hashes as f64;
     let lambda = items as f64 / blocks as f64;
+    // Blocks of ten million items each are full: every block's rate is 1
+    // (`fill` below is 1.0 from a few hundred thousand items on). Past
+    // 2^53 items a block, `j += 1.0` below no longer moves `j`, and the
+    // sum never ended (found by review, session 26).
+    if lambda >= FULL_BLOCK_ITEMS {
+        return 1.0;
+    }
     let distinct = distinct_distribution(hashes, b);
     let per_block = |j: f64| -> f64 {
         let fill = 1.0 - (1.0 - 1.0 / b).powf(k * j);
@@ -566,6 +576,22 @@ mod pinned {
     /// The table of docs/FORMAT.md, section 3. Sizing is part of the
     /// format (a create record holds capacity and rate, and replay sizes
     /// the filter again): a change here is a change of the format.
+    /// Absurd parameters end, here with an error (the rate's sum used to
+    /// run for ever once its first probe put 2^53 items or more in a
+    /// block).
+    #[test]
+    fn absurd_parameters_end() {
+        let n = 100_000_000_000_000_000;
+        // Even at 256 times the textbook size blocks hold more than the
+        // rate allows: an error.
+        assert!(blocked_size(n, 0.99999999999999).is_err());
+        assert!(counting_size(n, 0.99999999999999).is_err());
+        assert_eq!(blocked_fpp(1, 6, u64::MAX), 1.0);
+        assert_eq!(counting_fpp(1, 6, u64::MAX), 1.0);
+        assert!(blocked_capacity(1, 0.99999999999999).is_ok());
+        assert!(blocked_size(u64::MAX, 1e-300).is_err());
+    }
+
     #[test]
     fn sizes_are_those_the_format_gives() {
         type Size = (u64, u32);
