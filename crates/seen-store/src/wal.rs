@@ -3968,11 +3968,18 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn a_failed_sync_names_the_segment_whose_sync_failed() {
-        // A sync syncs a lane's rolled-away segments with its current one;
-        // the error (and the poisoning) named the current segment whichever
-        // failed.
+    /// A log under `policy` over a [`TestFs`] whose syncs of the path in
+    /// the returned mutex fail (none yet), with lane 0 rolled once: its
+    /// first segment (returned) and a second one, both unsynced.
+    #[allow(clippy::type_complexity)]
+    fn two_segments_over_failing_fs(
+        policy: FsyncPolicy,
+    ) -> (
+        tempfile::TempDir,
+        Arc<Mutex<Option<PathBuf>>>,
+        Arc<Wal>,
+        PathBuf,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let fail = Arc::new(Mutex::new(None));
         let fs: Arc<dyn Fs> = Arc::new(TestFs {
@@ -3982,7 +3989,7 @@ pub(crate) mod tests {
         let wal = Wal::open(
             fs,
             dir.path().to_path_buf(),
-            FsyncPolicy::Always,
+            policy,
             1 << 16,
             1,
             vec![],
@@ -3997,6 +4004,16 @@ pub(crate) mod tests {
         while segments_of(dir.path()).len() < 2 {
             wal.append_hashes(2, 1, &h, false).unwrap();
         }
+        (dir, fail, wal, first)
+    }
+
+    #[test]
+    fn a_failed_sync_names_the_segment_whose_sync_failed() {
+        // A sync syncs a lane's rolled-away segments with its current one;
+        // the error (and the poisoning) named the current segment whichever
+        // failed.
+        let (_dir, fail, wal, first) = two_segments_over_failing_fs(FsyncPolicy::Always);
+        let h: Vec<ItemHash> = (0..100).map(|i| ItemHash { lo: i, hi: 7 }).collect();
         *lock(&fail) = Some(first.clone());
         let e = wal.sync_all().unwrap_err().to_string();
         let name = first.file_name().unwrap().to_str().unwrap();
@@ -4014,28 +4031,8 @@ pub(crate) mod tests {
     /// right after the failed one (found by review, session 26).
     #[test]
     fn the_syncer_waits_a_second_after_a_failed_sync() {
-        let dir = tempfile::tempdir().unwrap();
-        let fail = Arc::new(Mutex::new(None));
-        let fs: Arc<dyn Fs> = Arc::new(TestFs {
-            fail: fail.clone(),
-            ..TestFs::default()
-        });
-        let wal = Wal::open(
-            fs,
-            dir.path().to_path_buf(),
-            FsyncPolicy::EverySec,
-            1 << 16,
-            1,
-            vec![],
-            None,
-        )
-        .unwrap();
-        let first = segments_of(dir.path())[0].path.clone();
         // Two segments of lane 0 for the first background sync.
-        let h: Vec<ItemHash> = (0..100).map(|i| ItemHash { lo: i, hi: 7 }).collect();
-        while segments_of(dir.path()).len() < 2 {
-            wal.append_hashes(2, 1, &h, false).unwrap();
-        }
+        let (_dir, fail, wal, first) = two_segments_over_failing_fs(FsyncPolicy::EverySec);
         *lock(&fail) = Some(first);
         let began = Instant::now();
         while lock(&wal.timed_sync_starts).len() < 2 {
