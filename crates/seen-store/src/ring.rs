@@ -408,9 +408,6 @@ impl Rings {
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
     pub(crate) adds: Vec<(u64, Vec<ItemHash>)>,
-    /// Where each run of `adds` begins: the ring file, and the offset of
-    /// its first entry (for an error that names them).
-    pub(crate) origins: Vec<(PathBuf, u64)>,
     /// The ring files read (every file of `rings/` named as a ring), to
     /// remove once the log holds their adds.
     pub(crate) files: Vec<PathBuf>,
@@ -478,10 +475,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) ->
             let h = ItemHash::from_le_bytes(bytes[o + 8..o + 24].try_into().expect("16 bytes"));
             match staged.adds.last_mut() {
                 Some((last, hashes)) if *last == id => hashes.push(h),
-                _ => {
-                    staged.adds.push((id, vec![h]));
-                    staged.origins.push((path.clone(), o as u64));
-                }
+                _ => staged.adds.push((id, vec![h])),
             }
         }
     }
