@@ -239,7 +239,8 @@ fn ln_factorial(j: f64) -> f64 {
         - 1.0 / (360.0 * j * j * j)
 }
 
-/// Items per block from which a blocked filter's rate is taken to be 1.
+/// Items per block from which a blocked filter's rate is defined to be 1
+/// (see `blocked_fpp_with`).
 const FULL_BLOCK_ITEMS: f64 = 1e7;
 
 /// Expected false-positive rate of a blocked filter with `blocks` blocks of
@@ -254,10 +255,14 @@ fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
     let b = usable as f64;
     let k = hashes as f64;
     let lambda = items as f64 / blocks as f64;
-    // Blocks of ten million items each are full: every block's rate is 1
-    // (`fill` below is 1.0 from a few hundred thousand items on). Past
-    // 2^53 items a block, `j += 1.0` below no longer moves `j`, and the
-    // sum never ended (found by review, session 26).
+    // From ten million items a block the rate is defined to be 1. The sum
+    // below gives nearly that there, not exactly (0.99999999637 at k = 1
+    // and 12,345,678 items a block: the Poisson weights' rounding), so a
+    // rate within about 1e-8 of 1 may size otherwise than the sum alone
+    // would (an error where the sum allowed one block); the definition is
+    // part of the format (docs/FORMAT.md section 3). Without a bound, past
+    // 2^53 items a block `j += 1.0` no longer moves `j` and the sum never
+    // ended (found by review, session 26).
     if lambda >= FULL_BLOCK_ITEMS {
         return 1.0;
     }
@@ -590,6 +595,11 @@ mod pinned {
         assert_eq!(counting_fpp(1, 6, u64::MAX), 1.0);
         assert!(blocked_capacity(1, 0.99999999999999).is_ok());
         assert!(blocked_size(u64::MAX, 1e-300).is_err());
+        // Where the definition, not the sum, decides: the sum gives one
+        // block 0.99999999637 here, within the rate, but the rate of 1e7
+        // items a block or more is 1 (docs/FORMAT.md section 3).
+        assert_eq!(blocked_fpp(1, 1, 12_345_678), 1.0);
+        assert!(blocked_size(12_345_678, 0.999999999).is_err());
     }
 
     #[test]
