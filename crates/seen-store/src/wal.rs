@@ -1191,11 +1191,10 @@ impl Wal {
                         // sleeps again: a scope's threads that the sync
                         // joined leave one pending (std's scope wakes the
                         // thread that made it), and a retry after a failed
-                        // sync must still wait its second.
+                        // sync must still wait its second. The stop is
+                        // looked at before each sleep too: its wake may
+                        // have been taken by such a scope's join.
                         let wal = loop {
-                            std::thread::park_timeout(
-                                next.saturating_duration_since(Instant::now()),
-                            );
                             let Some(wal) = weak.upgrade() else { return };
                             if wal.stop.load(Ordering::Relaxed) {
                                 return;
@@ -1203,6 +1202,10 @@ impl Wal {
                             if Instant::now() >= next {
                                 break wal;
                             }
+                            drop(wal);
+                            std::thread::park_timeout(
+                                next.saturating_duration_since(Instant::now()),
+                            );
                         };
                         let due = wal.last_sync_start() + Duration::from_secs(1);
                         if due > Instant::now() + Duration::from_millis(1) {
