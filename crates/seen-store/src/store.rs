@@ -1064,13 +1064,27 @@ impl Store {
                 st.dirty.store(true, Ordering::Relaxed);
             } else {
                 dropped += hashes.len();
+                // Its id is not given again: were a ring to outlive this
+                // open (its removal below failed), the next open would
+                // replay these adds into a new filter of that id.
+                max_id = max_id.max(*id);
             }
         }
         if dropped > 0 {
-            tracing::info!(
-                "{}: {dropped} staged adds of deleted filters dropped",
-                ring_dir.display()
-            );
+            if opts.salvage {
+                // Salvage may have skipped the filter's snapshot or cut
+                // its records: the adds may be a live filter's.
+                tracing::warn!(
+                    "{}: {dropped} staged adds of filters no record or snapshot read names \
+                     dropped (deleted, or lost to the damage salvaged)",
+                    ring_dir.display()
+                );
+            } else {
+                tracing::info!(
+                    "{}: {dropped} staged adds of deleted filters dropped",
+                    ring_dir.display()
+                );
+            }
         }
         let staged_adds = staged.count();
         recovery.staged = staged_adds;
@@ -3987,6 +4001,11 @@ mod tests {
             [b"kept".to_vec()],
             "the chain stays deleted"
         );
+        // The dropped adds' id is not given to the next filter.
+        reopened
+            .create(b"next", &staging_chain(seen_core::Layout::Blocked))
+            .unwrap();
+        assert!(reopened.entry(b"next").unwrap().id > looked_up.id);
         assert_eq!(
             reopened.contains(b"kept", &[b"k"]).unwrap(),
             Some(vec![true])
