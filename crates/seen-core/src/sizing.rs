@@ -256,11 +256,14 @@ fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
     let k = hashes as f64;
     let lambda = items as f64 / blocks as f64;
     // From ten million items a block the rate is defined to be 1. The sum
-    // below gives nearly that there, not exactly (0.99999999637 at k = 1
-    // and 12,345,678 items a block: the Poisson weights' rounding), so a
-    // rate within about 1e-8 of 1 may size otherwise than the sum alone
-    // would (an error where the sum allowed one block); the definition is
-    // part of the format (docs/FORMAT.md section 3). Without a bound, past
+    // below gives nearly that there, not exactly (the Poisson weights'
+    // rounding): 1 - 3.6e-9 at k = 1 and 12,345,678 items a block, and
+    // the gap grows with the items (1 - 2.8e-6 at 1.74e9). So a rate near
+    // 1, the nearer the smaller the capacity, may size otherwise than the
+    // sum alone would: an error, or more blocks, where the sum allowed
+    // fewer (a review found (1,297,463,378, 0.9999995) and (50,625,000,
+    // 0.999999995), one block by the sum). The definition is part of the
+    // format (docs/FORMAT.md section 3). Without a bound, past
     // 2^53 items a block `j += 1.0` no longer moves `j` and the sum never
     // ended (found by review, session 26).
     if lambda >= FULL_BLOCK_ITEMS {
@@ -600,6 +603,8 @@ mod pinned {
         // items a block or more is 1 (docs/FORMAT.md section 3).
         assert_eq!(blocked_fpp(1, 1, 12_345_678), 1.0);
         assert!(blocked_size(12_345_678, 0.999999999).is_err());
+        assert!(blocked_size(1_297_463_378, 0.9999995).is_err());
+        assert_eq!(blocked_size(50_625_000, 0.999999995).unwrap(), (16, 1));
     }
 
     #[test]
