@@ -3923,14 +3923,9 @@ mod tests {
         }
     }
 
-    /// Opens a store under `no` in a new directory, its page helper
-    /// copying no ring, and stages 200 single adds to chain `c`, a
-    /// [`staging_chain`] of `layout` (fewer than a ring holds before its
-    /// thread copies it): they stay in the ring until something else
-    /// copies it.
-    fn store_with_staged_chain_adds(
-        layout: seen_core::Layout,
-    ) -> (tempfile::TempDir, Store, Vec<Vec<u8>>) {
+    /// A store under `no` in a new directory, its page helper copying no
+    /// ring: staged adds stay in their ring until something else copies it.
+    fn store_copying_no_ring() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let opts = StoreOptions {
             fsync: FsyncPolicy::No,
@@ -3942,6 +3937,18 @@ mod tests {
             .wal
             .helper_copies_paused
             .store(true, Ordering::Relaxed);
+        (dir, store)
+    }
+
+    /// Opens a store under `no` in a new directory, its page helper
+    /// copying no ring, and stages 200 single adds to chain `c`, a
+    /// [`staging_chain`] of `layout` (fewer than a ring holds before its
+    /// thread copies it): they stay in the ring until something else
+    /// copies it.
+    fn store_with_staged_chain_adds(
+        layout: seen_core::Layout,
+    ) -> (tempfile::TempDir, Store, Vec<Vec<u8>>) {
+        let (dir, store) = store_copying_no_ring();
         store.create(b"c", &staging_chain(layout)).unwrap();
         let staged: Vec<Vec<u8>> = (0..200)
             .map(|i| format!("staged-{i}").into_bytes())
@@ -3960,17 +3967,7 @@ mod tests {
     /// (Session 26 made that corruption for a while: this open failed.)
     #[test]
     fn staged_adds_of_a_filter_deleted_and_checkpointed_away_are_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            fsync: FsyncPolicy::No,
-            ..StoreOptions::default()
-        };
-        let store = Store::open(dir.path(), opts).unwrap();
-        store
-            .inner
-            .wal
-            .helper_copies_paused
-            .store(true, Ordering::Relaxed);
+        let (dir, store) = store_copying_no_ring();
         // "c" made last: its id is above every other (the id that a
         // check of session 26 took for a sign of lost records).
         store
