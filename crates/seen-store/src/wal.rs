@@ -3869,10 +3869,20 @@ pub(crate) mod tests {
         fail: Arc<Mutex<Option<PathBuf>>>,
         panic: Arc<AtomicBool>,
         pub(crate) panic_snapshot_removes: Arc<AtomicBool>,
+        /// Removing a staging ring fails (EIO).
+        fail_ring_removes: bool,
         other_boot: bool,
     }
 
     impl TestFs {
+        /// One whose removes of staging rings fail.
+        pub(crate) fn failing_ring_removes() -> TestFs {
+            TestFs {
+                fail_ring_removes: true,
+                ..TestFs::default()
+            }
+        }
+
         pub(crate) fn other_boot() -> TestFs {
             TestFs {
                 other_boot: true,
@@ -3950,6 +3960,9 @@ pub(crate) mod tests {
             let snapshot = path.extension().is_some_and(|x| x == "snap");
             if snapshot && self.panic_snapshot_removes.load(Ordering::SeqCst) {
                 panic!("removing {} (test)", path.display());
+            }
+            if self.fail_ring_removes && path.extension().is_some_and(|x| x == "ring") {
+                return Err(std::io::Error::from_raw_os_error(libc::EIO));
             }
             RealFs.remove(path)
         }
