@@ -171,13 +171,21 @@ fn kill_9_loses_nothing_acknowledged_fsync_everysec() {
 }
 
 /// Copies directory `from` into `to`, file by file (no subdirectories
-/// but those named).
+/// but those named). The log's sync mark (`wal/SYNCED`) first: copied
+/// after a segment, it could say more of that segment was written than
+/// the copy holds, which the open rightly calls corruption (a copy is not
+/// taken at one moment, as a kill's page cache is; CI simulation,
+/// session 27).
 pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
     for sub in subdirs {
         let (f, t) = (from.join(sub), to.join(sub));
         std::fs::create_dir_all(&t).unwrap();
-        for e in std::fs::read_dir(&f).unwrap() {
-            let p = e.unwrap().path();
+        let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&f)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        paths.sort_by_key(|p| p.file_name().is_none_or(|n| n != "SYNCED"));
+        for p in paths {
             if p.is_file() {
                 // The log's helper may rename or remove a spare meanwhile.
                 match std::fs::copy(&p, t.join(p.file_name().unwrap())) {
