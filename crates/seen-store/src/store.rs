@@ -3966,16 +3966,23 @@ mod tests {
         (dir, store, staged)
     }
 
+    /// What a kill of a [`store_with_staged_chain_adds`] (blocked) leaves,
+    /// copied into a new directory, and the adds it staged.
+    fn killed_with_staged_chain_adds() -> (tempfile::TempDir, Vec<Vec<u8>>) {
+        let (dir, store, staged) = store_with_staged_chain_adds(seen_core::Layout::Blocked);
+        let to = tempfile::tempdir().unwrap();
+        copy_tree(dir.path(), to.path());
+        drop(store);
+        (to, staged)
+    }
+
     /// A staging ring the open cannot remove fails the open (the next open
     /// on this boot would read it again: its adds replayed twice, and a
     /// deleted filter's into whatever filter has its id by then), and
     /// loses nothing: the next open replays it and removes it.
     #[test]
     fn a_staging_ring_the_open_cannot_remove_fails_it_and_loses_nothing() {
-        let (dir, store, staged) = store_with_staged_chain_adds(seen_core::Layout::Blocked);
-        let to = tempfile::tempdir().unwrap();
-        copy_tree(dir.path(), to.path());
-        drop(store);
+        let (to, staged) = killed_with_staged_chain_adds();
         let failing = Arc::new(crate::wal::tests::TestFs::failing_ring_removes());
         let e = Store::open_with_fs(to.path(), StoreOptions::default(), failing).unwrap_err();
         assert!(
@@ -4007,10 +4014,7 @@ mod tests {
     /// out of range, and a salvaging reopen lost it; store_dir fuzz find.)
     #[test]
     fn a_damaged_ring_id_does_not_decide_the_next_filter_id() {
-        let (dir, store, _) = store_with_staged_chain_adds(seen_core::Layout::Blocked);
-        let to = tempfile::tempdir().unwrap();
-        copy_tree(dir.path(), to.path());
-        drop(store);
+        let (to, _) = killed_with_staged_chain_adds();
         let ring = to.path().join(ring::RING_DIR).join("0000.ring");
         let mut bytes = std::fs::read(&ring).unwrap();
         bytes[4096..4104].copy_from_slice(&0x6500_0000_0000_0000u64.to_le_bytes());
