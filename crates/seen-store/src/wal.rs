@@ -2455,16 +2455,28 @@ impl Wal {
         self.sync_staged(false).and(copied)
     }
 
-    /// Syncs the log's records up to `lsn` (none under `No`), leaving the
-    /// rings alone: for a checkpoint about to put a snapshot in place,
-    /// which a full disk that stops ring copies must not stop (the
-    /// checkpoint is what frees the disk).
+    /// Syncs the log's records up to `lsn` (none under `No`): for a
+    /// checkpoint about to put a snapshot in place, which a full disk that
+    /// stops ring copies must not stop (the checkpoint is what frees the
+    /// disk). Under `EverySec` the sync, when one is needed, copies the
+    /// rings first, as every sync does, but goes on if that copy fails.
+    /// (Until 2026-11-28 it left them alone: its mark then ended a sync
+    /// that did not cover adds staged during the last timed sync, and the
+    /// power-loss test, which counts on each marked sync to cover what was
+    /// acknowledged before the one before it ended, lost such adds in 3
+    /// runs of 4 of 100 rounds. The promise itself, a second or so, held:
+    /// the next timed sync would have copied them.)
     pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
         match self.policy {
             FsyncPolicy::No => Ok(()),
             _ if self.synced_past(lsn) => Ok(()),
             FsyncPolicy::Always => self.sync_to(lsn),
-            FsyncPolicy::EverySec => self.sync_staged(false),
+            FsyncPolicy::EverySec => {
+                if let Err(e) = self.copy_rings() {
+                    tracing::warn!("staged adds not yet in the log: {e}");
+                }
+                self.sync_staged(false)
+            }
         }
     }
 
@@ -4520,6 +4532,31 @@ pub(crate) mod tests {
         .unwrap();
         assert_eq!(wal.staged(), 0);
         assert!(!wal.is_overdue());
+    }
+
+    #[test]
+    fn a_checkpoints_sync_under_everysec_covers_the_adds_staged_before_it() {
+        // Every sync under `EverySec` writes a sync mark; the checkpoint's
+        // (for a counting filter's snapshot) copied no ring, so an add
+        // staged before it was still out of the log after it.
+        let (dir, wal) = staging_wal_under(FsyncPolicy::EverySec, 1 << 20);
+        stop_helper(&wal);
+        let lsn = wal
+            .append_hashes(2, 1, &[ItemHash { lo: 1, hi: 2 }], false)
+            .unwrap();
+        assert!(wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(), "staged");
+        assert_eq!(wal.staged(), 1);
+        let syncs = wal.syncs.load(Ordering::Relaxed);
+        wal.sync_through(lsn).unwrap();
+        assert_eq!(wal.syncs.load(Ordering::Relaxed), syncs + 1, "no sync");
+        assert_eq!(wal.staged(), 0, "the staged add is not in the log");
+        assert!(wal.synced_past(lsn));
+        let mut hashes: Vec<u64> = hash_records(&RealFs, &dir.path().join("wal"))
+            .iter()
+            .flat_map(|(_, _, _, hashes)| hashes.iter().map(|h| h.lo))
+            .collect();
+        hashes.sort_unstable();
+        assert_eq!(hashes, vec![1, 5]);
     }
 
     #[test]
