@@ -409,8 +409,12 @@ impl Rings {
 pub(crate) struct Staged {
     pub(crate) adds: Vec<(u64, Vec<ItemHash>)>,
     /// The ring files read (every file of `rings/` named as a ring), to
-    /// remove once the log holds their adds.
-    pub(crate) files: Vec<PathBuf>,
+    /// remove once the log holds their adds, each with whether its removal
+    /// is needed: a whole ring of this boot that held adds to replay, or
+    /// whose marks cannot be, would be read again by a later open on this
+    /// boot. The others (of another boot, or cut short while made) hold
+    /// nothing, and one that cannot be removed is only in the way.
+    pub(crate) files: Vec<(PathBuf, bool)>,
 }
 
 impl Staged {
@@ -450,10 +454,11 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) ->
                 .map_err(|e| io_err("read", &path, e))?;
             b
         };
-        staged.files.push(path.clone());
         let Some((head, copied)) = header(&bytes, boot) else {
+            staged.files.push((path, false));
             continue;
         };
+        staged.files.push((path.clone(), head != copied));
         if copied > head || head - copied > CAPACITY {
             let what = format!(
                 "staging ring's copied mark {copied} and head {head} cannot be (it holds {CAPACITY})"
@@ -531,7 +536,7 @@ mod tests {
             })
             .unwrap();
         let staged = recover(&*fs, dir.path(), boot, false).unwrap();
-        assert_eq!(staged.files.len(), 1);
+        assert_eq!(staged.files, [(dir.path().join("0000.ring"), true)]);
         let want: Vec<_> = (1850..2000).map(h).collect();
         assert_eq!(staged.adds, vec![(2, want)]);
         // Another boot: nothing.
@@ -599,6 +604,13 @@ mod tests {
         std::fs::create_dir(dir.path().join("0002.ring.d")).unwrap();
         let staged = recover(&*fs, dir.path(), [0; 16], false).unwrap();
         assert!(staged.adds.is_empty());
-        assert_eq!(staged.files.len(), 2);
+        assert_eq!(
+            staged.files,
+            [
+                (dir.path().join("0000.ring"), false),
+                (dir.path().join("0001.ring"), false)
+            ],
+            "read, and removed if they can be"
+        );
     }
 }

@@ -1139,11 +1139,28 @@ impl Store {
             // A ring left behind would be read again by the next open on
             // this boot: its adds replayed a second time, those of an id
             // dropped above into whatever filter has that id by then. So
-            // a ring that cannot be removed fails the open (the adds are
-            // in the log, and the ring is read again next time).
-            for path in &staged.files {
-                fs.remove(path)
-                    .map_err(|e| io_err("remove staging ring", path, e))?;
+            // a ring with adds that cannot be removed fails the open (the
+            // adds are in the log, and the ring is read again next time).
+            // One that held nothing (another boot's, or one cut short
+            // while made) is only in the way: a warning. Until 2026-11-28
+            // every ring failed the open, so that an unwritable `rings/`
+            // stopped every open, even with nothing staged.
+            for (path, needed) in &staged.files {
+                match fs.remove(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) if *needed => {
+                        tracing::error!(
+                            "{}: its staged adds are in the log now, but it cannot be removed ({e}); delete it by hand, or make its directory writable, and open again",
+                            path.display()
+                        );
+                        return Err(io_err("remove staging ring", path, e));
+                    }
+                    Err(e) => tracing::warn!(
+                        "{}: holds nothing, and cannot be removed: {e}",
+                        path.display()
+                    ),
+                }
             }
             if staged_adds > 0 {
                 tracing::info!(
@@ -4004,6 +4021,30 @@ mod tests {
             })
             .count();
         assert_eq!(rings, 0, "the ring read is gone");
+    }
+
+    /// A ring file that holds nothing (cut short while it was made, or of
+    /// another boot) and cannot be removed does not fail the open: read
+    /// again later, it still holds nothing. (Every ring file failed it,
+    /// so that an unwritable `rings/` stopped every open.)
+    #[test]
+    fn a_ring_holding_nothing_that_cannot_be_removed_does_not_fail_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let spec = FilterSpec::Bloom {
+            capacity: 1000,
+            error_rate: 0.01,
+            layout: seen_core::Layout::Blocked,
+        };
+        store.create(b"f", &spec).unwrap();
+        store.add(b"f", &[b"x"], None).unwrap();
+        drop(store);
+        let rings = dir.path().join(ring::RING_DIR);
+        std::fs::write(rings.join("0000.ring"), b"SEENRING").unwrap();
+        let failing = Arc::new(crate::wal::tests::TestFs::failing_ring_removes());
+        let store = Store::open_with_fs(dir.path(), StoreOptions::default(), failing).unwrap();
+        assert_eq!(store.contains(b"f", &[b"x"]).unwrap(), Some(vec![true]));
+        assert!(rings.join("0000.ring").exists(), "removed after all");
     }
 
     /// A ring entry whose filter id was damaged (entries carry no
