@@ -4116,6 +4116,56 @@ mod tests {
         );
     }
 
+    /// Why an open that cannot remove a ring holding adds must fail: the
+    /// adds of a deleted filter's id (dropped) would be read again by a
+    /// later open, after a filter made meanwhile was given that id (ids
+    /// come from those the log and snapshots name), and go into it.
+    #[test]
+    fn a_dropped_ring_id_given_to_a_new_filter_gets_none_of_its_adds() {
+        let (dir, store) = store_copying_no_ring();
+        store
+            .create(b"kept", &staging_chain(seen_core::Layout::Blocked))
+            .unwrap();
+        store
+            .create(b"c", &staging_chain(seen_core::Layout::Blocked))
+            .unwrap();
+        let looked_up = store.entry(b"c").unwrap();
+        assert!(store.delete(b"c").unwrap());
+        store.checkpoint().unwrap();
+        let limit = store.inner.opts.max_filter_bytes;
+        let late: Vec<Vec<u8>> = (0..100).map(|i| format!("late-{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = late.iter().map(|v| v.as_slice()).collect();
+        let (_, pending) = store
+            .add_to_entry(b"c", &looked_up, &refs, None, limit)
+            .unwrap();
+        store.wait(pending).unwrap();
+        let to = tempfile::tempdir().unwrap();
+        copy_tree(dir.path(), to.path());
+        let failing = Arc::new(crate::wal::tests::TestFs::failing_ring_removes());
+        let e = Store::open_with_fs(to.path(), StoreOptions::default(), failing).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::Io { op, .. } if *op == "remove staging ring"),
+            "{e}"
+        );
+        let reopened = Store::open(to.path(), StoreOptions::default()).unwrap();
+        reopened
+            .create(b"new", &staging_chain(seen_core::Layout::Blocked))
+            .unwrap();
+        assert_eq!(
+            reopened.entry(b"new").unwrap().id,
+            looked_up.id,
+            "the deleted chain's id is given again"
+        );
+        drop(reopened);
+        let reopened = Store::open(to.path(), StoreOptions::default()).unwrap();
+        let found = reopened.contains(b"new", &refs).unwrap().unwrap();
+        assert_eq!(
+            found.iter().filter(|&&f| f).count(),
+            0,
+            "the deleted chain's staged adds came back in the filter given its id"
+        );
+    }
+
     /// A copy of the store open in `dir` taken now (see [`copy_tree`]),
     /// opened.
     fn reopen_copy(dir: &Path) -> (tempfile::TempDir, Store) {
