@@ -117,14 +117,22 @@ pub fn classic_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
             .expect("at least one candidate")
     };
     let fits = |bits: u64| best_k(bits).1 <= error_rate;
+    let too_large = || ErrorKind::TooLarge {
+        needed: u64::MAX,
+        limit: u64::MAX,
+    };
     let mut hi = ideal;
     let mut step = ideal.div_ceil(64 * 64).max(1) * 64;
     while !fits(hi) {
-        hi = hi.checked_add(step).ok_or(ErrorKind::TooLarge {
-            needed: u64::MAX,
-            limit: u64::MAX,
-        })?;
+        hi = hi.checked_add(step).ok_or(too_large())?;
         step = step.saturating_mul(2);
+        // Past 2^40 bits an item, `1 - exp(-k n / M)` rounds to 0 in
+        // `f64`, and so the rate: a size found there would be the
+        // rounding's (one item at 1e-300 got 2^54 bits, 2 PiB, until
+        // 2026-11-28). Only rates near the floor's `3 n / M^2` need it.
+        if hi / (1 << 40) >= capacity {
+            return Err(too_large().into());
+        }
     }
     // Smallest multiple of 64 in (lo, hi] that fits.
     let mut lo = ideal.saturating_sub(64) / 64;
@@ -359,7 +367,12 @@ fn blocked_size_with(capacity: u64, error_rate: f64, usable: u64) -> Result<(u64
     let ideal_bits = capacity as f64 * -error_rate.ln() / LN2_SQUARED;
     let ideal_k = (LN2 * ideal_bits / capacity as f64).round().max(1.0) as u32;
     let mut best: Option<(u64, u32)> = None;
-    let k_lo = ideal_k.saturating_sub(3).max(1);
+    // At rates below about 2^-51 (`ideal_k` past 51) the range was empty,
+    // and every such rate an error, though 48 hashes reach any rate with
+    // enough blocks (until 2026-11-28): it holds 48 at least.
+    let k_lo = ideal_k
+        .saturating_sub(3)
+        .clamp(1, MAX_BLOCKED_HASHES);
     let k_hi = (ideal_k + 6).min(MAX_BLOCKED_HASHES);
     for k in k_lo..=k_hi {
         let Some(blocks) = fewest_blocks(capacity, error_rate, usable, k) else {
@@ -371,7 +384,7 @@ fn blocked_size_with(capacity: u64, error_rate: f64, usable: u64) -> Result<(u64
     }
     best.ok_or_else(|| {
         ErrorKind::Unreachable(format!(
-            "no blocked filter reaches error rate {error_rate} for capacity {capacity}; use the classic layout"
+            "no blocked filter reaches error rate {error_rate:e} for capacity {capacity}; use the classic layout"
         ))
         .into()
     })
@@ -443,9 +456,12 @@ pub fn blocked_capacity(blocks: u64, error_rate: f64) -> Result<(u64, u32)> {
         return Ok((0, 1));
     }
     let mut best = (0u64, 1u32);
-    let ideal_items = (blocks * BLOCK_USABLE_BITS) as f64 * LN2_SQUARED / -error_rate.ln();
+    // In floating point: `blocks * 509` passes `u64::MAX` past 2.3 EiB.
+    let ideal_items = blocks as f64 * BLOCK_USABLE_BITS as f64 * LN2_SQUARED / -error_rate.ln();
     let ideal_k = ((-error_rate.ln() / LN2).round() as u32).max(1);
-    for k in ideal_k.saturating_sub(3).max(1)..=(ideal_k + 3).min(MAX_BLOCKED_HASHES) {
+    // As in `blocked_size_with`: 48 at least, at the lowest rates.
+    let k_lo = ideal_k.saturating_sub(3).clamp(1, MAX_BLOCKED_HASHES);
+    for k in k_lo..=(ideal_k + 3).min(MAX_BLOCKED_HASHES) {
         let fits = |n: u64| blocked_fpp(blocks, k, n) <= error_rate;
         let mut lo = 0u64; // fits
         let mut hi = (ideal_items.ceil() as u64).saturating_add(1).max(1); // ideal is an upper bound
@@ -605,6 +621,26 @@ mod pinned {
         assert!(blocked_size(12_345_678, 0.999999999).is_err());
         assert!(blocked_size(1_297_463_378, 0.9999995).is_err());
         assert_eq!(blocked_size(50_625_000, 0.999999995).unwrap(), (16, 1));
+        // Rates below about 2^-51 (more than 51 ideal hashes) reach 48
+        // hashes, where their range of hash counts was empty (an error,
+        // and a capacity of 0 for any memory).
+        let (blocks, k) = blocked_size(1000, 1e-17).unwrap();
+        assert_eq!(k, 48);
+        assert!(blocked_fpp(blocks, k, 1000) <= 1e-17);
+        assert!(blocked_fpp(blocks - 1, k, 1000) > 1e-17);
+        let (n, k) = blocked_capacity(1 << 24, 1e-17).unwrap();
+        assert_eq!(k, 48);
+        assert!(n > 100_000 && blocked_fpp(1 << 24, 48, n) <= 1e-17, "{n}");
+        // Past 2.3 EiB `blocks * 509` no longer fits a u64.
+        let (n, _) = blocked_capacity(u64::MAX / 64, 0.01).unwrap();
+        assert!(n > u64::MAX / 16, "{n}");
+        // One item at 1e-300: the double-hashing floor needs about 10^150
+        // bits; the size search met `f64`'s rounding at 2^54 bits first.
+        assert!(matches!(
+            classic_size(1, 1e-300).unwrap_err().kind(),
+            ErrorKind::TooLarge { .. }
+        ));
+        assert!(classic_size(1000, 1e-30).is_err());
     }
 
     #[test]

@@ -165,11 +165,25 @@ fn size_for(n: u64, p: f64) -> Result<Value> {
     Ok(json!({"question": "size", "capacity": n, "fpp": p, "layouts": rows, "notes": notes}))
 }
 
-/// (capacity, memory) → error rate of each layout at its best hash count.
-fn rate_for(n: u64, memory: u64) -> Result<Value> {
+/// A memory size the sizes below can count in bits: at least one block,
+/// and at most 2 EiB (past that its bits overflow a `u64`, and the rows
+/// were nonsense until 2026-11-28).
+fn check_memory(memory: u64) -> Result<()> {
     if memory < 64 {
         bail!("--memory {memory}: a filter needs at least 64 bytes");
     }
+    if memory > u64::MAX / 8 {
+        bail!(
+            "--memory {memory}: at most {} bytes (2 EiB), whose bits a 64-bit count holds",
+            u64::MAX / 8
+        );
+    }
+    Ok(())
+}
+
+/// (capacity, memory) → error rate of each layout at its best hash count.
+fn rate_for(n: u64, memory: u64) -> Result<Value> {
+    check_memory(memory)?;
     let blocks = memory / 64;
     let (bk, bp) = (1..=48u32)
         .map(|k| (k, sizing::blocked_fpp(blocks, k, n)))
@@ -194,9 +208,7 @@ fn rate_for(n: u64, memory: u64) -> Result<Value> {
 
 /// (memory, fpp) → items that fit.
 fn capacity_for(memory: u64, p: f64) -> Result<Value> {
-    if memory < 64 {
-        bail!("--memory {memory}: a filter needs at least 64 bytes");
-    }
+    check_memory(memory)?;
     let blocks = memory / 64;
     let (bn, bk) = sizing::blocked_capacity(blocks, p).map_err(|e| anyhow!("--fpp {p}: {e}"))?;
     let bits = (memory * 8) / 64 * 64;

@@ -130,4 +130,26 @@ fn bad_questions() {
         &run(&["calc", "--capacity", "1e19", "--fpp", "1e-300"], b""),
         "--capacity",
     );
+    // Past 2 EiB the bits overflowed: the rows were nonsense (a blocked
+    // filter of 1.26 bits an item at 1%).
+    for q in [["--fpp", "0.01"], ["--capacity", "1000"]] {
+        assert_error(
+            &run(&["calc", "--memory", "18446744073709551615", q[0], q[1]], b""),
+            "2 EiB",
+        );
+    }
+    // One item at 1e-300: 2 PiB of classic filter was the rounding's.
+    let o = run(&["calc", "--capacity", "1", "--fpp", "1e-300"], b"");
+    assert_error(&o, "larger than memory can address");
+}
+
+/// At rates below about 2^-51 the blocked layout held nothing, in any
+/// memory (its range of hash counts was empty).
+#[test]
+fn tiny_rates_fit_the_blocked_layout_at_48_hashes() {
+    let v = calc_json(&["--memory", "1GiB", "--fpp", "1e-17"]);
+    let b = layout(&v, "blocked");
+    assert_eq!(b["hashes"], 48);
+    assert!(b["capacity"].as_u64().unwrap() > 1_000_000, "{v}");
+    assert!(b["fpp"].as_f64().unwrap() <= 1e-17, "{v}");
 }
