@@ -16,8 +16,10 @@
 //!   its record. Many concurrent writers share one sync (group commit): the
 //!   first waiter syncs everything appended so far, the others wait for it.
 //! * `EverySec`: a background thread starts a sync every second; a power
-//!   failure loses what was appended since the last sync that ended had
-//!   started (about a second, more on a machine whose CPU is saturated:
+//!   failure loses what was acknowledged since the last sync that ended
+//!   had started (each sync first copies the adds staged in rings into
+//!   the log, once the sync before it has ended; about a second, more on
+//!   a machine whose CPU is saturated:
 //!   see [`Wal::take_sync_window`]), a process kill nothing. Once the
 //!   last sync that succeeded began more than [`SYNC_OVERDUE`] ago,
 //!   mutations wait for a sync (see [`Wal::wait_for_overdue_sync`]), so
@@ -2292,8 +2294,7 @@ impl Wal {
         // while copies fail no add is staged (see `stage`), so only adds
         // staged before the disk filled are left out (docs/FORMAT.md 6.5),
         // and writers are not held up by a sync for each mutation.
-        let copied = self.copy_rings();
-        let synced = self.sync_staged(false);
+        let (synced, copied) = self.sync_copying(false, true);
         if synced.is_ok() {
             let end = self.opened.elapsed().as_nanos() as u64;
             let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
@@ -2451,42 +2452,53 @@ impl Wal {
         // from then on no add is staged, or acknowledged, until copies
         // succeed again (`copy_failed`), and each sync tries again. The
         // error is this sync's, after the sync of the rest.
-        let copied = self.copy_rings();
-        self.sync_staged(false).and(copied)
+        let (synced, copied) = self.sync_copying(false, true);
+        synced.and(copied)
     }
 
     /// Syncs the log's records up to `lsn` (none under `No`): for a
     /// checkpoint about to put a snapshot in place, which a full disk that
     /// stops ring copies must not stop (the checkpoint is what frees the
     /// disk). Under `EverySec` the sync, when one is needed, copies the
-    /// rings first, as every sync does, but goes on if that copy fails.
-    /// (Until 2026-11-28 it left them alone: its mark then ended a sync
-    /// that did not cover adds staged during the last timed sync, and the
-    /// power-loss test, which counts on each marked sync to cover what was
-    /// acknowledged before the one before it ended, lost such adds in 3
-    /// runs of 4 of 100 rounds. The promise itself, a second or so, held:
-    /// the next timed sync would have copied them.)
+    /// rings first, as every sync does (see [`sync_copying`](Self::sync_copying)),
+    /// but goes on if that copy fails. (Until 2026-11-28 it left them
+    /// alone, and its mark could follow that of a sync which ended while
+    /// adds were being staged that neither covered: the power-loss test,
+    /// which counts on each sync that writes a mark covering what was
+    /// acknowledged before the mark before it, lost such adds in some runs
+    /// of 100 rounds. The promise itself, a second or so, held: the next
+    /// timed sync copied them.)
     pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
         match self.policy {
             FsyncPolicy::No => Ok(()),
             _ if self.synced_past(lsn) => Ok(()),
             FsyncPolicy::Always => self.sync_to(lsn),
             FsyncPolicy::EverySec => {
-                if let Err(e) = self.copy_rings() {
+                let (synced, copied) = self.sync_copying(false, true);
+                if let Err(e) = copied {
                     tracing::warn!("staged adds not yet in the log: {e}");
                 }
-                self.sync_staged(false)
+                synced
             }
         }
     }
 
-    /// [`sync_all`](Self::sync_all) after the rings are copied; `mark`:
-    /// write the sync mark whether or not one is due (see `lead_sync`).
-    fn sync_staged(&self, mark: bool) -> Result<()> {
+    /// Leads a sync of everything appended so far, once no other sync is
+    /// running; with `copy`, the rings are first copied into the log, by
+    /// this sync, after the one before it has ended, so that it covers
+    /// every add staged before it began (the power-loss test counts on
+    /// each sync that writes a mark covering what was acknowledged before
+    /// the mark before it: with the copy made before the wait, as until
+    /// 2026-11-28, a sync that waited for another covered only what was
+    /// staged before its wait began). `mark`: write the sync mark whether
+    /// or not one is due (see `lead_sync`). Returns the sync's result,
+    /// then the copy's (a copy that fails, on a full disk, leaves the adds
+    /// it could not copy in their rings; the rest is synced all the same).
+    fn sync_copying(&self, mark: bool, copy: bool) -> (Result<()>, Result<()>) {
         let mut s = lock(&self.sync);
         loop {
             if let Some(p) = &s.poisoned {
-                return Err(ErrorKind::Poisoned(p.clone()).into());
+                return (Err(ErrorKind::Poisoned(p.clone()).into()), Ok(()));
             }
             if !s.in_progress {
                 s.in_progress = true;
@@ -2496,7 +2508,24 @@ impl Wal {
             s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         drop(s);
-        self.lead_sync(mark)
+        let copied = if copy && self.rings.is_some() {
+            // A copy that panics (a bug) lets go of the sync it holds, so
+            // that no later sync waits for it for ever; it poisons
+            // nothing, since nothing was synced.
+            let release = Deferred(Some(|| {
+                let mut s = lock(&self.sync);
+                s.in_progress = false;
+                self.sync_running.store(false, Ordering::Release);
+                drop(s);
+                self.synced_cv.notify_all();
+            }));
+            let copied = self.copy_rings();
+            release.disarm();
+            copied
+        } else {
+            Ok(())
+        };
+        (self.lead_sync(mark), copied)
     }
 
     /// After a sync that panicked (a bug): lets go of `in_progress` and
@@ -2967,8 +2996,8 @@ impl Wal {
         // With a fresh sync mark, also under `Always`: after a clean
         // shutdown every record is below it, so damage to any is
         // corruption, not a torn tail, on this boot and after a reboot.
-        let copied = self.copy_rings();
-        self.sync_staged(true).and(copied)
+        let (synced, copied) = self.sync_copying(true, true);
+        synced.and(copied)
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -4557,6 +4586,35 @@ pub(crate) mod tests {
             .collect();
         hashes.sort_unstable();
         assert_eq!(hashes, vec![1, 5]);
+    }
+
+    #[test]
+    fn a_sync_that_waits_for_another_covers_the_adds_staged_while_it_waited() {
+        // Its copy of the rings came before its wait (until 2026-11-28):
+        // an add staged while it waited for the sync running was left out
+        // of it, though its mark came after the other sync's. The
+        // power-loss test lost such adds now and then under load.
+        let (_dir, wal) = staging_wal_under(FsyncPolicy::EverySec, 1 << 20);
+        stop_helper(&wal);
+        // Another sync is running.
+        {
+            let mut s = lock(&wal.sync);
+            s.in_progress = true;
+            wal.sync_running.store(true, Ordering::Release);
+        }
+        let w = wal.clone();
+        let waiting = std::thread::spawn(move || w.sync_all());
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!waiting.is_finished(), "did not wait for the sync running");
+        assert!(wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(), "staged");
+        {
+            let mut s = lock(&wal.sync);
+            s.in_progress = false;
+            wal.sync_running.store(false, Ordering::Release);
+        }
+        wal.synced_cv.notify_all();
+        waiting.join().unwrap().unwrap();
+        assert_eq!(wal.staged(), 0, "the add staged during the wait is not in the sync");
     }
 
     #[test]
