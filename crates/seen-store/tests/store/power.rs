@@ -83,6 +83,17 @@ struct Disk {
     /// For each completed sync of the log's sync mark, how many items had
     /// been acknowledged by then.
     marks: Vec<usize>,
+    /// What the store did to the disk, in order, each with how many items
+    /// had been acknowledged: kept with the disk of a round that fails.
+    events: Vec<String>,
+}
+
+impl Disk {
+    fn event(&mut self, acked: usize, what: String) {
+        if !self.dead {
+            self.events.push(format!("{acked} {what}"));
+        }
+    }
 }
 
 /// Which unsynced sectors a power loss keeps.
@@ -148,10 +159,13 @@ impl FsFile for PowerFile {
         }
         // Read after the sync: it holds at least what the sync made
         // durable (later writes may be on the disk too, as they may be).
-        disk.durable
-            .insert(self.id, read_whole(self.inner.std_file())?);
+        let bytes = read_whole(self.inner.std_file())?;
+        let acked = self.acked.load(Ordering::SeqCst);
+        let len = bytes.len();
+        disk.durable.insert(self.id, bytes);
+        let id = self.id;
+        disk.event(acked, format!("sync file {id} ({len} bytes)"));
         if self.mark {
-            let acked = self.acked.load(Ordering::SeqCst);
             disk.marks.push(acked);
         }
         Ok(())
@@ -185,6 +199,8 @@ impl FsFile for PowerFile {
 impl PowerFs {
     fn record(&self, dir: PathBuf, op: Op) {
         let mut disk = self.disk.lock().unwrap();
+        let acked = self.acked.load(Ordering::SeqCst);
+        disk.event(acked, format!("{} {op:?}", dir.display()));
         if !disk.dead {
             disk.pending.entry(dir).or_default().push(op);
         }
@@ -337,6 +353,8 @@ impl Fs for PowerFs {
         if disk.dead {
             return Err(dead());
         }
+        let acked = self.acked.load(Ordering::SeqCst);
+        disk.event(acked, format!("sync dir {}", path.display()));
         let ops = disk.pending.remove(path).unwrap_or_default();
         let entries = disk.dirs.entry(path.to_path_buf()).or_default();
         for op in &ops {
@@ -449,7 +467,7 @@ fn run_until_cut(
     policy: FsyncPolicy,
     round: u64,
     rng: &mut StdRng,
-) -> (Items, DiskImage, usize, Vec<Vec<u8>>) {
+) -> (Items, DiskImage, usize, Vec<Vec<u8>>, String) {
     let fs = PowerFs::default();
     let opts = StoreOptions {
         fsync: policy,
@@ -574,17 +592,19 @@ fn run_until_cut(
     });
     {
         let (store, acked, covered) = (store.clone(), acked.clone(), covered.clone());
-        let stop = stop.clone();
+        let (stop, disk) = (stop.clone(), fs.disk.clone());
         threads.push(std::thread::spawn(move || loop {
             std::thread::sleep(every);
             if stop.load(Ordering::Relaxed) {
                 return;
             }
             let before = acked.lock().unwrap().len();
+            disk.lock().unwrap().event(before, "checkpoint begins".into());
             if store.checkpoint().is_err() {
                 return;
             }
             *covered.lock().unwrap() = before;
+            disk.lock().unwrap().event(before, "checkpoint ended (covers the first number)".into());
         }));
     }
     // Every other round lasts long enough for the log's marks after the
@@ -623,7 +643,13 @@ fn run_until_cut(
         _ => (*covered.lock().unwrap()).max(synced),
     };
     let issued = std::mem::take(&mut *issued.lock().unwrap());
-    (acked[..must].to_vec(), disk, marks.len(), issued)
+    let diag = format!(
+        "{} acknowledged, {must} must be kept: covered by a checkpoint {}, by marks {synced}; marks {marks:?}\n{}",
+        acked.len(),
+        *covered.lock().unwrap(),
+        fs.disk.lock().unwrap().events.join("\n")
+    );
+    (acked[..must].to_vec(), disk, marks.len(), issued, diag)
 }
 
 /// The counting filter's items (in the order its writer made them) found
@@ -668,7 +694,8 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
     let mut counted = 0;
     for round in 0..rounds() {
         let live = tempfile::tempdir().unwrap();
-        let (must, disk, marks, issued) = run_until_cut(live.path(), policy, round, &mut rng);
+        let (must, disk, marks, issued, diag) =
+            run_until_cut(live.path(), policy, round, &mut rng);
         marked += usize::from(marks >= 2);
         // A power loss can tear records of the syncs in flight, with a
         // later sector of them kept, and under `everysec` leave whatever
@@ -676,7 +703,7 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
         // the open take that for the log's end by itself, under both
         // policies (under `always` until 2026-11-27 it wrote none, and 5
         // rounds in 100 needed salvage).
-        let (_after, store, _) = reboot(
+        let (after, store, _) = reboot(
             live.path(),
             &disk,
             false,
@@ -692,8 +719,9 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
             if items.is_empty() {
                 continue;
             }
+            let name = String::from_utf8_lossy(name);
             let present = store
-                .contains(name, &items)
+                .contains(name.as_bytes(), &items)
                 .unwrap()
                 .unwrap_or_else(|| panic!("{policy:?} round {round}: a filter is gone"));
             let lost: Vec<String> = items
@@ -702,12 +730,29 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
                 .filter(|(_, p)| !**p)
                 .map(|(it, _)| String::from_utf8_lossy(it).into_owned())
                 .collect();
-            assert!(
-                lost.is_empty(),
-                "{policy:?} round {round}: {} acknowledged items lost after the power cut, e.g. {:?}",
-                lost.len(),
-                &lost[..lost.len().min(5)]
-            );
+            if !lost.is_empty() {
+                // Where the lost items were acknowledged (their places in
+                // the order of acknowledgements), with the disk left and
+                // what the store did to it, kept for a look.
+                let place: HashMap<&[u8], usize> = must
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, it))| (it.as_slice(), i))
+                    .collect();
+                let places: Vec<usize> = lost.iter().map(|l| place[l.as_bytes()]).collect();
+                let kept = after.keep();
+                std::fs::write(kept.join("events.txt"), &diag).unwrap();
+                panic!(
+                    "{policy:?} round {round}: {} acknowledged items of {name:?} lost after the power cut, e.g. {:?}, \
+                     acknowledged {}th to {}th; {} (disk and events.txt kept in {})",
+                    lost.len(),
+                    &lost[..lost.len().min(5)],
+                    places.iter().min().unwrap(),
+                    places.iter().max().unwrap(),
+                    diag.lines().next().unwrap(),
+                    kept.display()
+                );
+            }
             checked += items.len();
         }
         // Up to 2 can be false positives: about 0.02 are expected in a
