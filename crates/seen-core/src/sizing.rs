@@ -370,9 +370,7 @@ fn blocked_size_with(capacity: u64, error_rate: f64, usable: u64) -> Result<(u64
     // At rates below about 2^-51 (`ideal_k` past 51) the range was empty,
     // and every such rate an error, though 48 hashes reach any rate with
     // enough blocks (until 2026-11-28): it holds 48 at least.
-    let k_lo = ideal_k
-        .saturating_sub(3)
-        .clamp(1, MAX_BLOCKED_HASHES);
+    let k_lo = ideal_k.saturating_sub(3).clamp(1, MAX_BLOCKED_HASHES);
     let k_hi = (ideal_k + 6).min(MAX_BLOCKED_HASHES);
     for k in k_lo..=k_hi {
         let Some(blocks) = fewest_blocks(capacity, error_rate, usable, k) else {

@@ -4573,7 +4573,10 @@ pub(crate) mod tests {
         let lsn = wal
             .append_hashes(2, 1, &[ItemHash { lo: 1, hi: 2 }], false)
             .unwrap();
-        assert!(wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(), "staged");
+        assert!(
+            wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(),
+            "staged"
+        );
         assert_eq!(wal.staged(), 1);
         let syncs = wal.syncs.load(Ordering::Relaxed);
         wal.sync_through(lsn).unwrap();
@@ -4606,7 +4609,10 @@ pub(crate) mod tests {
         let waiting = std::thread::spawn(move || w.sync_all());
         std::thread::sleep(Duration::from_millis(200));
         assert!(!waiting.is_finished(), "did not wait for the sync running");
-        assert!(wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(), "staged");
+        assert!(
+            wal.stage(1, &[ItemHash { lo: 5, hi: 2 }]).unwrap(),
+            "staged"
+        );
         {
             let mut s = lock(&wal.sync);
             s.in_progress = false;
@@ -4614,7 +4620,11 @@ pub(crate) mod tests {
         }
         wal.synced_cv.notify_all();
         waiting.join().unwrap().unwrap();
-        assert_eq!(wal.staged(), 0, "the add staged during the wait is not in the sync");
+        assert_eq!(
+            wal.staged(),
+            0,
+            "the add staged during the wait is not in the sync"
+        );
     }
 
     #[test]

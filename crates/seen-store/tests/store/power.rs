@@ -599,12 +599,16 @@ fn run_until_cut(
                 return;
             }
             let before = acked.lock().unwrap().len();
-            disk.lock().unwrap().event(before, "checkpoint begins".into());
+            disk.lock()
+                .unwrap()
+                .event(before, "checkpoint begins".into());
             if store.checkpoint().is_err() {
                 return;
             }
             *covered.lock().unwrap() = before;
-            disk.lock().unwrap().event(before, "checkpoint ended (covers the first number)".into());
+            disk.lock()
+                .unwrap()
+                .event(before, "checkpoint ended (covers the first number)".into());
         }));
     }
     // Every other round lasts long enough for the log's marks after the
@@ -694,8 +698,7 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
     let mut counted = 0;
     for round in 0..rounds() {
         let live = tempfile::tempdir().unwrap();
-        let (must, disk, marks, issued, diag) =
-            run_until_cut(live.path(), policy, round, &mut rng);
+        let (must, disk, marks, issued, diag) = run_until_cut(live.path(), policy, round, &mut rng);
         marked += usize::from(marks >= 2);
         // A power loss can tear records of the syncs in flight, with a
         // later sector of them kept, and under `everysec` leave whatever

@@ -134,7 +134,10 @@ fn bad_questions() {
     // filter of 1.26 bits an item at 1%).
     for q in [["--fpp", "0.01"], ["--capacity", "1000"]] {
         assert_error(
-            &run(&["calc", "--memory", "18446744073709551615", q[0], q[1]], b""),
+            &run(
+                &["calc", "--memory", "18446744073709551615", q[0], q[1]],
+                b"",
+            ),
             "2 EiB",
         );
     }
