@@ -39,7 +39,10 @@ pub struct StoreOptions {
     /// been lowered since), and then only refuse to grow.
     pub max_memory: u64,
     /// Recover what can be recovered from a corrupt log or snapshot instead
-    /// of refusing to open (losing the damaged part, with warnings).
+    /// of refusing to open (losing the damaged part, with warnings). An
+    /// unreadable snapshot is renamed `<id>.snap.damaged` (kept, never
+    /// read), and the open ends with a checkpoint, which retires the
+    /// damaged log: the directory then opens without salvage.
     pub salvage: bool,
 }
 
@@ -715,6 +718,7 @@ impl Store {
         fs: Arc<dyn Fs>,
     ) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
+        let salvage = opts.salvage;
         let snap_dir = dir.join("snapshots");
         let wal_dir = dir.join("wal");
         for d in [&dir, &snap_dir, &wal_dir] {
@@ -805,7 +809,21 @@ impl Store {
                     );
                 }
                 Err(e) if opts.salvage => {
-                    tracing::warn!("skipping unreadable snapshot (salvage): {e}");
+                    // Put aside, kept for a look: left in place, it would
+                    // stop every later open that does not salvage.
+                    let mut aside = path.clone().into_os_string();
+                    aside.push(".damaged");
+                    let aside = PathBuf::from(aside);
+                    match fs.rename(&path, &aside) {
+                        Ok(()) => tracing::warn!(
+                            "skipping unreadable snapshot (salvage), moved to {}: {e}",
+                            aside.display()
+                        ),
+                        Err(re) => tracing::warn!(
+                            "skipping unreadable snapshot (salvage), which cannot be moved to {} ({re}): {e}",
+                            aside.display()
+                        ),
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -1232,6 +1250,23 @@ impl Store {
                 _lock: lock_file,
             }),
         };
+        // What salvage kept is checkpointed at once: the damaged log is
+        // then retired (every filter it fed is in a snapshot), so that the
+        // directory opens without salvage from now on. A checkpoint that
+        // fails leaves the store as readable as it is, with the damage
+        // for the next salvaging open.
+        if salvage {
+            match store.checkpoint() {
+                Ok(()) => tracing::warn!(
+                    "{}: salvaged; checkpointed, so that it opens without salvage from now on",
+                    dir.display()
+                ),
+                Err(e) => tracing::error!(
+                    "{}: salvaged, but the checkpoint after it failed ({e}): the next open needs salvage too",
+                    dir.display()
+                ),
+            }
+        }
         Ok(store)
     }
 

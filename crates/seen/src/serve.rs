@@ -92,7 +92,9 @@ pub(crate) struct ServeArgs {
     save_log_size: u64,
     /// Open a data directory whose log or snapshots are damaged, keeping
     /// what can be read (each loss logged as a warning), instead of
-    /// refusing to start with an error naming the file and offset.
+    /// refusing to start with an error naming the file and offset. The
+    /// open then checkpoints, so that later starts need no --salvage; an
+    /// unreadable snapshot is moved aside to `<name>.damaged`.
     #[arg(long)]
     salvage: bool,
     /// Worker threads (0: one per core).

@@ -304,4 +304,11 @@ fn a_damaged_log_stops_the_start_unless_salvage() {
     assert_eq!(c.cmd(&["BF.EXISTS", "k", "https://site/0"]), b":1\r\n");
     let log = server.log_text();
     assert!(log.contains("salvage"), "{log}");
+    // The salvaging start checkpointed what it kept: the next start needs
+    // no --salvage, even after a kill.
+    drop(c);
+    assert!(!server.signal_and_wait(libc::SIGKILL).success());
+    let server = Server::start(&dir, &[]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["BF.EXISTS", "k", "https://site/0"]), b":1\r\n");
 }
