@@ -2294,7 +2294,7 @@ impl Wal {
         // while copies fail no add is staged (see `stage`), so only adds
         // staged before the disk filled are left out (docs/FORMAT.md 6.5),
         // and writers are not held up by a sync for each mutation.
-        let (synced, copied) = self.sync_copying(false, true);
+        let (synced, copied) = self.sync_copying(false);
         if synced.is_ok() {
             let end = self.opened.elapsed().as_nanos() as u64;
             let before = self.last_sync_began.fetch_max(start, Ordering::AcqRel);
@@ -2452,7 +2452,7 @@ impl Wal {
         // from then on no add is staged, or acknowledged, until copies
         // succeed again (`copy_failed`), and each sync tries again. The
         // error is this sync's, after the sync of the rest.
-        let (synced, copied) = self.sync_copying(false, true);
+        let (synced, copied) = self.sync_copying(false);
         synced.and(copied)
     }
 
@@ -2474,7 +2474,7 @@ impl Wal {
             _ if self.synced_past(lsn) => Ok(()),
             FsyncPolicy::Always => self.sync_to(lsn),
             FsyncPolicy::EverySec => {
-                let (synced, copied) = self.sync_copying(false, true);
+                let (synced, copied) = self.sync_copying(false);
                 if let Err(e) = copied {
                     tracing::warn!("staged adds not yet in the log: {e}");
                 }
@@ -2484,7 +2484,7 @@ impl Wal {
     }
 
     /// Leads a sync of everything appended so far, once no other sync is
-    /// running; with `copy`, the rings are first copied into the log, by
+    /// running; the rings are first copied into the log (under `everysec`), by
     /// this sync, after the one before it has ended, so that it covers
     /// every add staged before it began (the power-loss test counts on
     /// each sync that writes a mark covering what was acknowledged before
@@ -2494,7 +2494,7 @@ impl Wal {
     /// or not one is due (see `lead_sync`). Returns the sync's result,
     /// then the copy's (a copy that fails, on a full disk, leaves the adds
     /// it could not copy in their rings; the rest is synced all the same).
-    fn sync_copying(&self, mark: bool, copy: bool) -> (Result<()>, Result<()>) {
+    fn sync_copying(&self, mark: bool) -> (Result<()>, Result<()>) {
         let mut s = lock(&self.sync);
         loop {
             if let Some(p) = &s.poisoned {
@@ -2508,7 +2508,7 @@ impl Wal {
             s = self.synced_cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         drop(s);
-        let copied = if copy && self.rings.is_some() {
+        let copied = if self.rings.is_some() {
             // A copy that panics (a bug) lets go of the sync it holds, so
             // that no later sync waits for it for ever; it poisons
             // nothing, since nothing was synced.
@@ -2996,7 +2996,7 @@ impl Wal {
         // With a fresh sync mark, also under `Always`: after a clean
         // shutdown every record is below it, so damage to any is
         // corruption, not a torn tail, on this boot and after a reboot.
-        let (synced, copied) = self.sync_copying(true, true);
+        let (synced, copied) = self.sync_copying(true);
         synced.and(copied)
     }
 
