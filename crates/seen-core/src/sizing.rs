@@ -126,10 +126,12 @@ pub fn classic_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
     while !fits(hi) {
         hi = hi.checked_add(step).ok_or(too_large())?;
         step = step.saturating_mul(2);
-        // Past 2^40 bits an item, `1 - exp(-k n / M)` rounds to 0 in
-        // `f64`, and so the rate: a size found there would be the
-        // rounding's (one item at 1e-300 got 2^54 bits, 2 PiB, until
-        // 2026-11-28). Only rates near the floor's `3 n / M^2` need it.
+        // The search stops at 2^40 bits an item (1.1e12 bits for one
+        // item, more than any memory): towards 2^53 bits an item
+        // `1 - exp(-k n / M)` rounds to 0 in `f64`, and so the rate, and a
+        // size found there would be the rounding's (one item at 1e-300 got
+        // 2^54 bits, 2 PiB, until 2026-11-28). Only rates near the floor's
+        // `3 n / M^2` get this far.
         if hi / (1 << 40) >= capacity {
             return Err(too_large().into());
         }
