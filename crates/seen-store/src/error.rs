@@ -40,6 +40,7 @@ impl std::error::Error for Error {
         match &*self.kind {
             ErrorKind::Io { source, .. } => Some(source),
             ErrorKind::Filter(e) => Some(e),
+            ErrorKind::CannotLoad { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -73,6 +74,18 @@ pub enum ErrorKind {
         offset: u64,
         /// What is wrong.
         what: String,
+    },
+    /// A snapshot whose header is sound holds a filter that this store
+    /// cannot load: larger than its `max_filter_bytes`, or more memory
+    /// than the allocator gives. This is not damage, so a salvaging open
+    /// stops on it too rather than drop the filter; a larger limit, or
+    /// more memory, opens it.
+    #[error("cannot load {path}: {source}")]
+    CannotLoad {
+        /// The snapshot file.
+        path: PathBuf,
+        /// Why (`TooLarge` or `OutOfMemory`).
+        source: seen_core::Error,
     },
     /// The data directory is of a format this build does not read (written
     /// by a later one), or its `FORMAT` file is unreadable.

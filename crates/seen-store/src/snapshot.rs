@@ -279,8 +279,19 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         return Err(corrupt(16, format!("snapshot filter id {id} out of range")));
     }
     let body_at = (FIXED + name_len + 4) as u64;
-    let filter = seen_core::decode(&mut r, opts)
-        .map_err(|e| corrupt(body_at, format!("filter data: {e}")))?;
+    // The filter's header is checked (its CRC) before its size is held
+    // against the limit or allocated: a filter too large for either is
+    // sound, not damaged.
+    let filter = seen_core::decode(&mut r, opts).map_err(|e| match e.kind() {
+        seen_core::ErrorKind::TooLarge { .. } | seen_core::ErrorKind::OutOfMemory(_) => {
+            ErrorKind::CannotLoad {
+                path: path.to_path_buf(),
+                source: e,
+            }
+            .into()
+        }
+        _ => corrupt(body_at, format!("filter data: {e}")),
+    })?;
     let mut count_fix = None;
     let mut pieces = None;
     if version >= 2 {

@@ -39,10 +39,14 @@ pub struct StoreOptions {
     /// been lowered since), and then only refuse to grow.
     pub max_memory: u64,
     /// Recover what can be recovered from a corrupt log or snapshot instead
-    /// of refusing to open (losing the damaged part, with warnings). An
-    /// unreadable snapshot is renamed `<id>.snap.damaged` (kept, never
-    /// read), and the open ends with a checkpoint, which retires the
-    /// damaged log: the directory then opens without salvage.
+    /// of refusing to open (losing the damaged part, with warnings). A
+    /// damaged snapshot is renamed `<id>.snap.damaged` (kept, never read),
+    /// and the open ends with a checkpoint, which retires the damaged log:
+    /// the directory then opens without salvage (unless that rename or
+    /// checkpoint fails, which is logged). A snapshot that cannot be
+    /// opened, or whose sound filter is larger than `max_filter_bytes`
+    /// ([`ErrorKind::CannotLoad`]), is not damage: it stops a salvaging
+    /// open too.
     pub salvage: bool,
 }
 
@@ -808,9 +812,14 @@ impl Store {
                         ),
                     );
                 }
-                Err(e) if opts.salvage => {
+                Err(e) if opts.salvage && matches!(e.kind(), ErrorKind::Corrupt { .. }) => {
                     // Put aside, kept for a look: left in place, it would
-                    // stop every later open that does not salvage.
+                    // stop every later open that does not salvage. Only a
+                    // damaged file: one that cannot be opened (`Io`) or
+                    // whose filter is too large for this store
+                    // (`CannotLoad`) is sound, and would be lost with its
+                    // logged adds, which the closing checkpoint retires;
+                    // those stop a salvaging open too.
                     let mut aside = path.clone().into_os_string();
                     aside.push(".damaged");
                     let aside = PathBuf::from(aside);

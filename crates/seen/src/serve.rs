@@ -93,8 +93,10 @@ pub(crate) struct ServeArgs {
     /// Open a data directory whose log or snapshots are damaged, keeping
     /// what can be read (each loss logged as a warning), instead of
     /// refusing to start with an error naming the file and offset. The
-    /// open then checkpoints, so that later starts need no --salvage; an
-    /// unreadable snapshot is moved aside to `<name>.damaged`.
+    /// open then checkpoints, so that later starts need no --salvage; a
+    /// damaged snapshot is moved aside to `<id>.snap.damaged`. A snapshot
+    /// that is sound but larger than --max-filter-bytes still stops the
+    /// start: raise the limit.
     #[arg(long)]
     salvage: bool,
     /// Worker threads (0: one per core).

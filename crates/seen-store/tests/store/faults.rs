@@ -1648,3 +1648,60 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
         "the damaged snapshot is kept aside"
     );
 }
+
+#[test]
+fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
+    // A sound snapshot whose filter is larger than `max_filter_bytes` is
+    // not damage: salvage moved it aside until 2026-11-29, and its
+    // closing checkpoint then retired the adds logged after it.
+    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        s.add(b"f", &refs[..50], None).unwrap();
+        s.checkpoint().unwrap();
+        s.add(b"f", &refs[50..], None).unwrap();
+    }
+    let snaps = snap_files(dir.path());
+    assert_eq!(snaps.len(), 1);
+    let before = std::fs::read(&snaps[0]).unwrap();
+    let small = StoreOptions {
+        salvage: true,
+        max_filter_bytes: 1000,
+        ..Default::default()
+    };
+    let e = Store::open(dir.path(), small)
+        .err()
+        .expect("the open fails");
+    match e.kind() {
+        ErrorKind::CannotLoad { path, source } => {
+            assert_eq!(path, &snaps[0]);
+            assert!(
+                matches!(
+                    source.kind(),
+                    seen_core::ErrorKind::TooLarge { limit: 1000, .. }
+                ),
+                "{source}"
+            );
+        }
+        other => panic!("not CannotLoad: {other}"),
+    }
+    assert!(
+        e.to_string().contains("more than the limit of 1000 bytes"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&snaps[0]).unwrap(),
+        before,
+        "the snapshot is left as it was"
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files, snaps, "nothing moved aside");
+    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
+}
