@@ -825,11 +825,11 @@ impl Store {
                     let aside = PathBuf::from(aside);
                     match fs.rename(&path, &aside) {
                         Ok(()) => tracing::warn!(
-                            "skipping unreadable snapshot (salvage), moved to {}: {e}",
+                            "skipping damaged snapshot (salvage), moved to {}: {e}",
                             aside.display()
                         ),
                         Err(re) => tracing::warn!(
-                            "skipping unreadable snapshot (salvage), which cannot be moved to {} ({re}): {e}",
+                            "skipping damaged snapshot (salvage), which cannot be moved to {} ({re}): {e}",
                             aside.display()
                         ),
                     }

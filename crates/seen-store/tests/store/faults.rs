@@ -1541,7 +1541,7 @@ fn a_checkpoint_makes_the_removal_of_retired_segments_durable() {
 
 /// A salvaging open leaves a directory that opens without salvage, with
 /// what the salvage kept: it ends with a checkpoint, which retires the
-/// damaged log, and it puts an unreadable snapshot aside
+/// damaged log, and it puts a damaged snapshot aside
 /// (`<id>.snap.damaged`, kept for a look). Until 2026-11-28 the damage
 /// stayed in place until a checkpoint, and every open before one needed
 /// salvage again.
