@@ -1672,9 +1672,9 @@ fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
         max_filter_bytes: 1000,
         ..Default::default()
     };
-    let e = Store::open(dir.path(), small)
-        .err()
-        .expect("the open fails");
+    let Err(e) = Store::open(dir.path(), small) else {
+        panic!("the open succeeded");
+    };
     match e.kind() {
         ErrorKind::CannotLoad { path, source } => {
             assert_eq!(path, &snaps[0]);
