@@ -2484,7 +2484,7 @@ impl Wal {
     }
 
     /// Leads a sync of everything appended so far, once no other sync is
-    /// running; the rings are first copied into the log (under `everysec`), by
+    /// running; the rings (under `everysec` and `no`) are first copied into the log, by
     /// this sync, after the one before it has ended, so that it covers
     /// every add staged before it began (the power-loss test counts on
     /// each sync that writes a mark covering what was acknowledged before
