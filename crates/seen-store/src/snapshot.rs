@@ -241,9 +241,19 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
         }
         .into()
     };
+    // A file that ends early is damaged; any other failure to read it is
+    // the disk's or the system's (EIO, ESTALE...), and says nothing of its
+    // bytes: an I/O error, which a salvaging open does not skip either.
+    let read_failed = |offset: u64, what: &str, e: std::io::Error| -> crate::Error {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            corrupt(offset, format!("{what}: {e}"))
+        } else {
+            io_err("read", path, e)
+        }
+    };
     let mut fixed = [0u8; FIXED];
     std::io::Read::read_exact(&mut r, &mut fixed)
-        .map_err(|e| corrupt(0, format!("snapshot header: {e}")))?;
+        .map_err(|e| read_failed(0, "snapshot header", e))?;
     if fixed[..8] != MAGIC {
         return Err(corrupt(0, "not a seen snapshot (bad magic)".into()));
     }
@@ -264,7 +274,7 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
     let expire_at_ms = u64_at(32) as i64;
     let mut rest = vec![0u8; name_len + 4];
     std::io::Read::read_exact(&mut r, &mut rest)
-        .map_err(|e| corrupt(FIXED as u64, format!("snapshot header: {e}")))?;
+        .map_err(|e| read_failed(FIXED as u64, "snapshot header", e))?;
     let mut h = crc32fast::Hasher::new();
     h.update(&fixed);
     h.update(&rest[..name_len]);
@@ -290,13 +300,18 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
             }
             .into()
         }
+        seen_core::ErrorKind::Io(source) => io_err(
+            "read",
+            path,
+            std::io::Error::new(source.kind(), source.to_string()),
+        ),
         _ => corrupt(body_at, format!("filter data: {e}")),
     })?;
     let mut count_fix = None;
     let mut pieces = None;
     if version >= 2 {
         let trailer_err =
-            |e: std::io::Error| corrupt(body_at, format!("snapshot trailer after the filter: {e}"));
+            |e: std::io::Error| read_failed(body_at, "snapshot trailer after the filter", e);
         let mut t = vec![
             0u8;
             if version == 2 {

@@ -44,7 +44,8 @@ pub struct StoreOptions {
     /// and the open ends with a checkpoint, which retires the damaged log:
     /// the directory then opens without salvage (unless that rename or
     /// checkpoint fails, which is logged). A snapshot that cannot be
-    /// opened, or whose sound filter is larger than `max_filter_bytes`
+    /// opened or read (an I/O error other than its end coming early), or
+    /// whose sound filter is larger than `max_filter_bytes`
     /// ([`ErrorKind::CannotLoad`]), is not damage: it stops a salvaging
     /// open too.
     pub salvage: bool,
@@ -815,7 +816,7 @@ impl Store {
                 Err(e) if opts.salvage && matches!(e.kind(), ErrorKind::Corrupt { .. }) => {
                     // Put aside, kept for a look: left in place, it would
                     // stop every later open that does not salvage. Only a
-                    // damaged file: one that cannot be opened (`Io`) or
+                    // damaged file: one that cannot be opened or read (`Io`) or
                     // whose filter is too large for this store
                     // (`CannotLoad`) is sound, and would be lost with its
                     // logged adds, which the closing checkpoint retires;

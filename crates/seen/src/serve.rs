@@ -95,8 +95,9 @@ pub(crate) struct ServeArgs {
     /// refusing to start with an error naming the file and offset. The
     /// open then checkpoints, so that later starts need no --salvage; a
     /// damaged snapshot is moved aside to `<id>.snap.damaged`. A snapshot
-    /// that is sound but larger than --max-filter-bytes still stops the
-    /// start: raise the limit.
+    /// that cannot be read (an I/O error), or is sound but larger than
+    /// --max-filter-bytes, still stops the start: raise the limit, or fix
+    /// the disk.
     #[arg(long)]
     salvage: bool,
     /// Worker threads (0: one per core).

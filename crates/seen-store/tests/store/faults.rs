@@ -44,6 +44,10 @@ struct Faults {
     /// Files preallocated by `fallocate`, and by writing zeros.
     allocated: std::sync::atomic::AtomicU64,
     zero_filled: std::sync::atomic::AtomicU64,
+    /// Snapshots cannot be opened (EACCES), or are opened and cannot be
+    /// read (their directory is opened instead: reads fail with EISDIR).
+    snap_open_fails: AtomicBool,
+    snap_read_fails: AtomicBool,
 }
 
 struct FaultyFs {
@@ -152,6 +156,14 @@ impl Fs for FaultyFs {
         }))
     }
     fn open_read(&self, path: &Path) -> io::Result<File> {
+        if path.extension().is_some_and(|e| e == "snap") {
+            if self.faults.snap_open_fails.load(Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(libc::EACCES));
+            }
+            if self.faults.snap_read_fails.load(Ordering::SeqCst) {
+                return File::open(path.parent().expect("a snapshot's directory"));
+            }
+        }
         self.real.open_read(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -1702,6 +1714,64 @@ fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(files, snaps, "nothing moved aside");
+    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
+}
+
+#[test]
+fn a_salvaging_open_stops_on_a_snapshot_it_cannot_open_or_read_and_keeps_it() {
+    // An I/O error says nothing of the file's bytes: moved aside, a
+    // sound snapshot would be lost with the adds logged after it.
+    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        s.add(b"f", &refs[..50], None).unwrap();
+        s.checkpoint().unwrap();
+        s.add(b"f", &refs[50..], None).unwrap();
+    }
+    let snaps = snap_files(dir.path());
+    assert_eq!(snaps.len(), 1);
+    let before = std::fs::read(&snaps[0]).unwrap();
+    for (open_fails, op, errno) in [(true, "open", libc::EACCES), (false, "read", libc::EISDIR)] {
+        let faults = Arc::new(Faults::default());
+        faults.snap_open_fails.store(open_fails, Ordering::SeqCst);
+        faults.snap_read_fails.store(!open_fails, Ordering::SeqCst);
+        let fs = Arc::new(FaultyFs {
+            real: RealFs,
+            faults,
+        });
+        let salvaging = StoreOptions {
+            salvage: true,
+            ..Default::default()
+        };
+        let Err(e) = Store::open_with_fs(dir.path(), salvaging, fs) else {
+            panic!("the open succeeded ({op} failing)");
+        };
+        match e.kind() {
+            ErrorKind::Io {
+                op: failed,
+                path,
+                source,
+            } => {
+                assert_eq!((*failed, path), (op, &snaps[0]), "{e}");
+                assert_eq!(source.raw_os_error(), Some(errno), "{e}");
+            }
+            other => panic!("not Io ({op} failing): {other}"),
+        }
+        assert_eq!(
+            std::fs::read(&snaps[0]).unwrap(),
+            before,
+            "the snapshot is left as it was"
+        );
+        let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("snapshots"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files, snaps, "nothing moved aside ({op} failing)");
+    }
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
 }
