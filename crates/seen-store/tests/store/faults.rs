@@ -1661,24 +1661,51 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
     );
 }
 
+/// A directory whose one filter, `f`, has `items()`'s first 50 in a
+/// snapshot and the other 50 in the log only: the snapshot's path and
+/// bytes.
+fn snapshot_and_logged_adds(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    let s = Store::open(dir, StoreOptions::default()).unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    s.add(b"f", &refs[..50], None).unwrap();
+    s.checkpoint().unwrap();
+    s.add(b"f", &refs[50..], None).unwrap();
+    drop(s);
+    let snaps = snap_files(dir);
+    assert_eq!(snaps.len(), 1);
+    let bytes = std::fs::read(&snaps[0]).unwrap();
+    (snaps[0].clone(), bytes)
+}
+
+/// `snap` holds `bytes` still, nothing was moved aside, and an open
+/// without salvage finds all 100 items of `f`, logged ones too.
+fn assert_kept_whole(dir: &Path, snap: &Path, bytes: &[u8], why: &str) {
+    assert_eq!(
+        std::fs::read(snap).unwrap(),
+        bytes,
+        "{why}: snapshot changed"
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files, [snap], "{why}: something was moved aside");
+    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    let s = Store::open(dir, StoreOptions::default()).unwrap();
+    let found = s.contains(b"f", &refs).unwrap().unwrap();
+    assert!(found.iter().all(|&k| k), "{why}: items lost");
+}
+
 #[test]
 fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
     // A sound snapshot whose filter is larger than `max_filter_bytes` is
     // not damage: salvage moved it aside until 2026-11-29, and its
     // closing checkpoint then retired the adds logged after it.
-    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
-    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
     let dir = tempfile::tempdir().unwrap();
-    {
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        s.add(b"f", &refs[..50], None).unwrap();
-        s.checkpoint().unwrap();
-        s.add(b"f", &refs[50..], None).unwrap();
-    }
-    let snaps = snap_files(dir.path());
-    assert_eq!(snaps.len(), 1);
-    let before = std::fs::read(&snaps[0]).unwrap();
+    let (snap, before) = snapshot_and_logged_adds(dir.path());
     let small = StoreOptions {
         salvage: true,
         max_filter_bytes: 1000,
@@ -1689,7 +1716,7 @@ fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
     };
     match e.kind() {
         ErrorKind::CannotLoad { path, source } => {
-            assert_eq!(path, &snaps[0]);
+            assert_eq!(path, &snap);
             assert!(
                 matches!(
                     source.kind(),
@@ -1704,37 +1731,15 @@ fn a_salvaging_open_stops_on_a_snapshot_too_large_for_its_limit_and_keeps_it() {
         e.to_string().contains("more than the limit of 1000 bytes"),
         "{e}"
     );
-    assert_eq!(
-        std::fs::read(&snaps[0]).unwrap(),
-        before,
-        "the snapshot is left as it was"
-    );
-    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("snapshots"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(files, snaps, "nothing moved aside");
-    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
+    assert_kept_whole(dir.path(), &snap, &before, "too large");
 }
 
 #[test]
 fn a_salvaging_open_stops_on_a_snapshot_it_cannot_open_or_read_and_keeps_it() {
     // An I/O error says nothing of the file's bytes: moved aside, a
     // sound snapshot would be lost with the adds logged after it.
-    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
-    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
     let dir = tempfile::tempdir().unwrap();
-    {
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        s.add(b"f", &refs[..50], None).unwrap();
-        s.checkpoint().unwrap();
-        s.add(b"f", &refs[50..], None).unwrap();
-    }
-    let snaps = snap_files(dir.path());
-    assert_eq!(snaps.len(), 1);
-    let before = std::fs::read(&snaps[0]).unwrap();
+    let (snap, before) = snapshot_and_logged_adds(dir.path());
     for (open_fails, op, errno) in [(true, "open", libc::EACCES), (false, "read", libc::EISDIR)] {
         let faults = Arc::new(Faults::default());
         faults.snap_open_fails.store(open_fails, Ordering::SeqCst);
@@ -1756,22 +1761,11 @@ fn a_salvaging_open_stops_on_a_snapshot_it_cannot_open_or_read_and_keeps_it() {
                 path,
                 source,
             } => {
-                assert_eq!((*failed, path), (op, &snaps[0]), "{e}");
+                assert_eq!((*failed, path), (op, &snap), "{e}");
                 assert_eq!(source.raw_os_error(), Some(errno), "{e}");
             }
             other => panic!("not Io ({op} failing): {other}"),
         }
-        assert_eq!(
-            std::fs::read(&snaps[0]).unwrap(),
-            before,
-            "the snapshot is left as it was"
-        );
-        let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("snapshots"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(files, snaps, "nothing moved aside ({op} failing)");
+        assert_kept_whole(dir.path(), &snap, &before, op);
     }
-    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
 }
