@@ -292,20 +292,16 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
     // The filter's header is checked (its CRC) before its size is held
     // against the limit or allocated: a filter too large for either is
     // sound, not damaged.
-    let filter = seen_core::decode(&mut r, opts).map_err(|e| match e.kind() {
-        seen_core::ErrorKind::TooLarge { .. } | seen_core::ErrorKind::OutOfMemory(_) => {
+    let filter = seen_core::decode(&mut r, opts).map_err(|e| match e.into_kind() {
+        k @ (seen_core::ErrorKind::TooLarge { .. } | seen_core::ErrorKind::OutOfMemory(_)) => {
             ErrorKind::CannotLoad {
                 path: path.to_path_buf(),
-                source: e,
+                source: k.into(),
             }
             .into()
         }
-        seen_core::ErrorKind::Io(source) => io_err(
-            "read",
-            path,
-            std::io::Error::new(source.kind(), source.to_string()),
-        ),
-        _ => corrupt(body_at, format!("filter data: {e}")),
+        seen_core::ErrorKind::Io(source) => io_err("read", path, source),
+        k => corrupt(body_at, format!("filter data: {k}")),
     })?;
     let mut count_fix = None;
     let mut pieces = None;

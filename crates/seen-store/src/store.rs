@@ -815,12 +815,12 @@ impl Store {
                 }
                 Err(e) if opts.salvage && matches!(e.kind(), ErrorKind::Corrupt { .. }) => {
                     // Put aside, kept for a look: left in place, it would
-                    // stop every later open that does not salvage. Only a
-                    // damaged file: one that cannot be opened or read (`Io`) or
-                    // whose filter is too large for this store
-                    // (`CannotLoad`) is sound, and would be lost with its
-                    // logged adds, which the closing checkpoint retires;
-                    // those stop a salvaging open too.
+                    // stop every later open that does not salvage. Only
+                    // damage is put aside: a file that cannot be opened or
+                    // read (`Io`), or whose filter is too large for this
+                    // store (`CannotLoad`), may be sound, and put aside it
+                    // would be lost with its logged adds, which the closing
+                    // checkpoint retires; those stop a salvaging open.
                     let mut aside = path.clone().into_os_string();
                     aside.push(".damaged");
                     let aside = PathBuf::from(aside);

@@ -2484,13 +2484,13 @@ impl Wal {
     }
 
     /// Leads a sync of everything appended so far, once no other sync is
-    /// running; the rings (under `everysec` and `no`) are first copied into the log, by
-    /// this sync, after the one before it has ended, so that it covers
-    /// every add staged before it began (the power-loss test counts on
-    /// each sync that writes a mark covering what was acknowledged before
-    /// the mark before it: with the copy made before the wait, as until
-    /// 2026-11-28, a sync that waited for another covered only what was
-    /// staged before its wait began). `mark`: write the sync mark whether
+    /// running; the rings (under `everysec` and `no`) are first copied into
+    /// the log, by this sync, after the one before it has ended, so that it
+    /// covers every add staged before it began (the power-loss test counts
+    /// on each sync that writes a mark covering what was acknowledged
+    /// before the mark before it: with the copy made before the wait, as
+    /// until 2026-11-28, a sync that waited for another covered only what
+    /// was staged before its wait began). `mark`: write the sync mark whether
     /// or not one is due (see `lead_sync`). Returns the sync's result,
     /// then the copy's (a copy that fails, on a full disk, leaves the adds
     /// it could not copy in their rings; the rest is synced all the same).
