@@ -130,3 +130,62 @@ impl From<seen_core::Error> for Error {
         ErrorKind::Filter(e).into()
     }
 }
+
+/// Whether an open salvages (skips damage with a warning rather than stop
+/// on it), and how many damaged parts it has skipped: the open checkpoints
+/// only when some were (see [`crate::StoreOptions::salvage`]).
+#[derive(Debug, Default)]
+pub(crate) struct Salvage {
+    on: bool,
+    skipped: std::cell::Cell<u64>,
+}
+
+impl Salvage {
+    pub(crate) fn new(on: bool) -> Salvage {
+        Salvage {
+            on,
+            skipped: Default::default(),
+        }
+    }
+
+    /// Whether damage is skipped rather than an error.
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
+    /// The damaged parts skipped so far.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.get()
+    }
+
+    /// Counts a damaged part skipped (the caller has logged it).
+    pub(crate) fn count(&self) {
+        self.skipped.set(self.skipped.get() + 1);
+    }
+
+    /// Damage at `offset` of `path`: an error naming the file and offset,
+    /// or, when salvaging, a warning that says what is `skipping` (the
+    /// caller then skips it), counted.
+    pub(crate) fn damaged(
+        &self,
+        path: &std::path::Path,
+        offset: u64,
+        what: String,
+        skipping: &str,
+    ) -> Result<()> {
+        if self.on {
+            tracing::warn!(
+                "{}: {what} at offset {offset}; skipping {skipping} (salvage)",
+                path.display()
+            );
+            self.count();
+            return Ok(());
+        }
+        Err(ErrorKind::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            what,
+        }
+        .into())
+    }
+}

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use memmap2::MmapRaw;
 use seen_core::ItemHash;
 
-use crate::error::{io_err, ErrorKind, Result};
+use crate::error::{io_err, Result, Salvage};
 use crate::fs::Fs;
 use crate::wal::{self, lock};
 
@@ -430,7 +430,12 @@ impl Staged {
 /// nothing to recover. A ring of this boot whose marks cannot be (the
 /// copied mark past the head, or more staged than it holds) is corruption:
 /// an error naming the file and offset, unless `salvage`, which skips it.
-pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) -> Result<Staged> {
+pub(crate) fn recover(
+    fs: &dyn Fs,
+    dir: &Path,
+    boot: [u8; 16],
+    salvage: &Salvage,
+) -> Result<Staged> {
     fs.create_dir_all(dir)
         .map_err(|e| io_err("create directory", dir, e))?;
     let mut staged = Staged::default();
@@ -463,16 +468,8 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, boot: [u8; 16], salvage: bool) ->
             let what = format!(
                 "staging ring's copied mark {copied} and head {head} cannot be (it holds {CAPACITY})"
             );
-            if salvage {
-                tracing::warn!("{}: {what}; skipped (salvage)", path.display());
-                continue;
-            }
-            return Err(ErrorKind::Corrupt {
-                path,
-                offset: HEAD_AT as u64,
-                what,
-            }
-            .into());
+            salvage.damaged(&path, HEAD_AT as u64, what, "the ring")?;
+            continue;
         }
         for n in copied..head {
             let o = HEADER + ENTRY * (n % CAPACITY) as usize;
@@ -514,7 +511,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let boot = [7; 16];
-        assert!(recover(&*fs, dir.path(), boot, false)
+        assert!(recover(&*fs, dir.path(), boot, &Salvage::default())
             .unwrap()
             .adds
             .is_empty());
@@ -535,12 +532,12 @@ mod tests {
                 }
             })
             .unwrap();
-        let staged = recover(&*fs, dir.path(), boot, false).unwrap();
+        let staged = recover(&*fs, dir.path(), boot, &Salvage::default()).unwrap();
         assert_eq!(staged.files, [(dir.path().join("0000.ring"), true)]);
         let want: Vec<_> = (1850..2000).map(h).collect();
         assert_eq!(staged.adds, vec![(2, want)]);
         // Another boot: nothing.
-        assert!(recover(&*fs, dir.path(), [8; 16], false)
+        assert!(recover(&*fs, dir.path(), [8; 16], &Salvage::default())
             .unwrap()
             .adds
             .is_empty());
@@ -583,14 +580,16 @@ mod tests {
                 r.copied().store(3, Ordering::Release);
             })
             .unwrap();
-        let err = recover(&*fs, dir.path(), boot, false).unwrap_err();
+        let err = recover(&*fs, dir.path(), boot, &Salvage::default()).unwrap_err();
         let msg = err.to_string();
         assert!(
             msg.contains("0000.ring") && msg.contains("copied mark 3"),
             "{msg}"
         );
-        let staged = recover(&*fs, dir.path(), boot, true).unwrap();
+        let salvage = Salvage::new(true);
+        let staged = recover(&*fs, dir.path(), boot, &salvage).unwrap();
         assert!(staged.adds.is_empty());
+        assert_eq!(salvage.skipped(), 1, "the skipped ring is counted");
     }
 
     #[test]
@@ -602,7 +601,7 @@ mod tests {
         // Not named as a ring: not read, not removed.
         std::fs::write(dir.path().join("notes.txt"), b"x").unwrap();
         std::fs::create_dir(dir.path().join("0002.ring.d")).unwrap();
-        let staged = recover(&*fs, dir.path(), [0; 16], false).unwrap();
+        let staged = recover(&*fs, dir.path(), [0; 16], &Salvage::default()).unwrap();
         assert!(staged.adds.is_empty());
         assert_eq!(
             staged.files,

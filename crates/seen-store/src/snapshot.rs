@@ -99,8 +99,53 @@ pub(crate) fn file_name(id: u64) -> String {
 
 pub(crate) fn parse_file_name(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
-    let hex = name.strip_suffix(".snap")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+    parse_id(name.strip_suffix(".snap")?)
+}
+
+/// The id in a snapshot's file name: 16 hex digits.
+fn parse_id(hex: &str) -> Option<u64> {
+    (hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+/// The suffix a salvaging open adds to a damaged snapshot's name when it
+/// puts the file aside.
+const DAMAGED: &str = ".damaged";
+
+/// The id of a snapshot a salvaging open put aside: `<id>.snap.damaged`,
+/// or `<id>.snap.damaged.<n>` (see [`damaged_name`]).
+pub(crate) fn parse_damaged_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let (hex, rest) = name.split_once(".snap")?;
+    let n = rest.strip_prefix(DAMAGED)?;
+    let numbered = n
+        .strip_prefix('.')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if !n.is_empty() && !numbered {
+        return None;
+    }
+    parse_id(hex)
+}
+
+/// Where a salvaging open puts the damaged snapshot `path` aside:
+/// `<id>.snap.damaged`, or, if `listed` (the snapshot directory's files)
+/// holds one of that name already (the same id's snapshot damaged on an
+/// earlier open), `<id>.snap.damaged.<n>` with the lowest `n` from 1 that
+/// none has. So no damaged file is overwritten.
+pub(crate) fn damaged_name(path: &Path, listed: &[PathBuf]) -> PathBuf {
+    let with = |suffix: String| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let first = with(DAMAGED.to_string());
+    if !listed.contains(&first) {
+        return first;
+    }
+    (1u64..)
+        .map(|n| with(format!("{DAMAGED}.{n}")))
+        .find(|p| !listed.contains(p))
+        .expect("fewer files than numbers")
 }
 
 /// The snapshot header for a filter.
@@ -392,6 +437,40 @@ pub(crate) fn read(fs: &dyn Fs, path: &Path, opts: &DecodeOptions) -> Result<Loa
 mod tests {
     use super::*;
     use seen_core::{BloomFilter, CountingBloomFilter};
+
+    #[test]
+    fn names_of_snapshots_put_aside() {
+        let id = |name: &str| parse_damaged_name(Path::new(name));
+        assert_eq!(id("00000000000000a2.snap.damaged"), Some(0xa2));
+        assert_eq!(
+            id("/d/snapshots/00000000000000a2.snap.damaged.12"),
+            Some(0xa2)
+        );
+        for not in [
+            "00000000000000a2.snap",
+            "00000000000000a2.snap.damaged.",
+            "00000000000000a2.snap.damaged.x",
+            "00000000000000a2.snap.damagedx",
+            "00000000000000a2.snap.tmp",
+            "+0000000000000a2.snap.damaged",
+            "a2.snap.damaged",
+        ] {
+            assert_eq!(id(not), None, "{not}");
+        }
+        let snap = Path::new("/d/00000000000000a2.snap");
+        let aside = |listed: &[&str]| {
+            let listed: Vec<PathBuf> = listed.iter().map(PathBuf::from).collect();
+            damaged_name(snap, &listed)
+        };
+        assert_eq!(aside(&[]), Path::new("/d/00000000000000a2.snap.damaged"));
+        assert_eq!(
+            aside(&[
+                "/d/00000000000000a2.snap.damaged",
+                "/d/00000000000000a2.snap.damaged.2",
+            ]),
+            Path::new("/d/00000000000000a2.snap.damaged.1")
+        );
+    }
 
     /// A snapshot file of `version` holding `filter` and `trailer`.
     fn write(dir: &Path, version: u16, filter: &AnyFilter, trailer: &[u8]) -> PathBuf {

@@ -14,7 +14,7 @@ use seen_core::{
 };
 
 use crate::cpu_lock::{CpuLock, CpuLockReadGuard, CpuLockWriteGuard};
-use crate::error::{io_err, Error, ErrorKind, Result};
+use crate::error::{io_err, Error, ErrorKind, Result, Salvage};
 use crate::fs::{Fs, RealFs};
 use crate::record::{FilterSpec, Rec, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::ring::{self, Rings};
@@ -40,12 +40,15 @@ pub struct StoreOptions {
     pub max_memory: u64,
     /// Recover what can be recovered from a corrupt log or snapshot instead
     /// of refusing to open (losing the damaged part, with warnings). A
-    /// damaged snapshot is renamed `<id>.snap.damaged` (kept, never read),
-    /// and the open ends with a checkpoint, which retires the damaged log:
-    /// the directory then opens without salvage (unless that rename or
-    /// checkpoint fails, which is logged). A snapshot that cannot be
-    /// opened or read (an I/O error other than its end coming early), or
-    /// whose sound filter is larger than `max_filter_bytes`
+    /// damaged snapshot is renamed `<id>.snap.damaged` (or, if that name
+    /// is taken, `<id>.snap.damaged.<n>`; kept, never read, its id given
+    /// to no new filter). If anything was skipped
+    /// ([`Recovery::salvaged`]), the open ends with a checkpoint, which
+    /// retires the damaged log: the directory then opens without salvage
+    /// (unless that rename or checkpoint fails, which is logged). With
+    /// nothing damaged, the open is an ordinary one. A snapshot that
+    /// cannot be opened or read (an I/O error other than its end coming
+    /// early), or whose sound filter is larger than `max_filter_bytes`
     /// ([`ErrorKind::CannotLoad`]), is not damage: it stops a salvaging
     /// open too.
     pub salvage: bool,
@@ -531,6 +534,11 @@ pub struct Recovery {
     /// Adds recovered from staging rings that a killed process left (see
     /// docs/FORMAT.md, section 6.5), replayed after the log.
     pub staged: u64,
+    /// Damaged parts a salvaging open skipped, each with a warning: the
+    /// snapshots it put aside, the log segments whose rest (or the gap
+    /// before which) it skipped, and the staging rings it skipped. The open
+    /// ended with a checkpoint if there were any.
+    pub salvaged: u64,
 }
 
 impl Recovery {
@@ -723,7 +731,7 @@ impl Store {
         fs: Arc<dyn Fs>,
     ) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
-        let salvage = opts.salvage;
+        let salvage = Salvage::new(opts.salvage);
         let snap_dir = dir.join("snapshots");
         let wal_dir = dir.join("wal");
         for d in [&dir, &snap_dir, &wal_dir] {
@@ -759,7 +767,7 @@ impl Store {
         // log), under any policy: the last run may have had another.
         let ring_dir = dir.join(ring::RING_DIR);
         let boot = fs.boot_id();
-        let staged = ring::recover(&*fs, &ring_dir, boot, opts.salvage)?;
+        let staged = ring::recover(&*fs, &ring_dir, boot, &salvage)?;
 
         let decode_opts = DecodeOptions {
             max_bytes: opts.max_filter_bytes,
@@ -775,18 +783,28 @@ impl Store {
         let mut pieces: HashMap<u64, snapshot::Pieces> = HashMap::new();
         let mut max_lsn = 0u64;
         let mut max_id = 0u64;
-        for path in fs
+        let listed = fs
             .list(&snap_dir)
-            .map_err(|e| io_err("list", &snap_dir, e))?
-        {
+            .map_err(|e| io_err("list", &snap_dir, e))?;
+        for path in &listed {
             if path.extension().is_some_and(|e| e == "tmp") {
-                let _ = fs.remove(&path);
+                let _ = fs.remove(path);
                 continue;
             }
-            if snapshot::parse_file_name(&path).is_none() {
+            if let Some(id) = snapshot::parse_damaged_name(path) {
+                // A snapshot an earlier salvage put aside: its id is not
+                // given to a new filter, whose snapshot would then sit
+                // beside it under the same number. (Below `MAX_ID` only: a
+                // file name is not checked as a record is.)
+                if id < wal::MAX_ID {
+                    max_id = max_id.max(id);
+                }
                 continue;
             }
-            match snapshot::read(&*fs, &path, &decode_opts) {
+            if snapshot::parse_file_name(path).is_none() {
+                continue;
+            }
+            match snapshot::read(&*fs, path, &decode_opts) {
                 Ok(l) => {
                     recovery.snapshots += 1;
                     if let Some(fix) = l.count_fix {
@@ -813,7 +831,7 @@ impl Store {
                         ),
                     );
                 }
-                Err(e) if opts.salvage && matches!(e.kind(), ErrorKind::Corrupt { .. }) => {
+                Err(e) if salvage.on() && matches!(e.kind(), ErrorKind::Corrupt { .. }) => {
                     // Put aside, kept for a look: left in place, it would
                     // stop every later open that does not salvage. Only
                     // damage is put aside: a file that cannot be opened or
@@ -821,10 +839,13 @@ impl Store {
                     // store (`CannotLoad`), may be sound, and put aside it
                     // would be lost with its logged adds, which the closing
                     // checkpoint retires; those stop a salvaging open.
-                    let mut aside = path.clone().into_os_string();
-                    aside.push(".damaged");
-                    let aside = PathBuf::from(aside);
-                    match fs.rename(&path, &aside) {
+                    // Its id is kept from new filters, as above.
+                    salvage.count();
+                    if let Some(id) = snapshot::parse_file_name(path) {
+                        max_id = max_id.max(id);
+                    }
+                    let aside = snapshot::damaged_name(path, &listed);
+                    match fs.rename(path, &aside) {
                         Ok(()) => tracing::warn!(
                             "skipping damaged snapshot (salvage), moved to {}: {e}",
                             aside.display()
@@ -891,7 +912,7 @@ impl Store {
         // its adds are batched, and the lsn after which its count is fixed
         // (`u64::MAX` for none).
         let mut hot: Option<(u64, u64, bool, u64)> = None;
-        let last_lsn = wal::read_all(&*fs, &mut segments, opts.salvage, |found| {
+        let last_lsn = wal::read_all(&*fs, &mut segments, &salvage, |found| {
             replayed += 1;
             recovery.log_bytes += found.bytes as u64;
             let lsn = found.lsn;
@@ -1118,6 +1139,7 @@ impl Store {
         }
         let staged_adds = staged.count();
         recovery.staged = staged_adds;
+        recovery.salvaged = salvage.skipped();
         recovery.records = replayed as u64;
         recovery.replay_time = replay_start.elapsed();
         tracing::info!(
@@ -1264,15 +1286,18 @@ impl Store {
         // then retired (every filter it fed is in a snapshot), so that the
         // directory opens without salvage from now on. A checkpoint that
         // fails leaves the store as readable as it is, with the damage
-        // for the next salvaging open.
-        if salvage {
+        // for the next salvaging open. With nothing damaged there is
+        // nothing to retire (a server may be started with salvage every
+        // time), and no checkpoint.
+        let skipped = salvage.skipped();
+        if skipped > 0 {
             match store.checkpoint() {
                 Ok(()) => tracing::warn!(
-                    "{}: salvaged; checkpointed, so that it opens without salvage from now on",
+                    "{}: salvaged ({skipped} damaged parts skipped); checkpointed, so that it opens without salvage from now on",
                     dir.display()
                 ),
                 Err(e) => tracing::error!(
-                    "{}: salvaged, but the checkpoint after it failed ({e}): the next open needs salvage too",
+                    "{}: salvaged ({skipped} damaged parts skipped), but the checkpoint after it failed ({e}): the next open needs salvage too",
                     dir.display()
                 ),
             }

@@ -102,7 +102,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use memmap2::MmapRaw;
 
-use crate::error::{io_err, ErrorKind, Result};
+use crate::error::{io_err, ErrorKind, Result, Salvage};
 use crate::fs::{Fs, FsFile};
 use crate::record::{
     encode_segment_end, encode_short, is_short, parse, short_crc, Parsed, Rec, Record, SEGMENT_END,
@@ -3034,7 +3034,7 @@ pub(crate) struct Found<'a> {
 pub(crate) fn read_all(
     fs: &dyn Fs,
     segments: &mut [SegmentFile],
-    salvage: bool,
+    salvage: &Salvage,
     mut on_record: impl FnMut(Found<'_>) -> Result<()>,
 ) -> Result<u64> {
     segments.sort();
@@ -3091,7 +3091,7 @@ pub(crate) fn read_all(
 struct LaneReader<'s> {
     fs: &'s dyn Fs,
     lane: usize,
-    salvage: bool,
+    salvage: &'s Salvage,
     segments: Vec<&'s mut SegmentFile>,
     /// The segment being read (an index into `segments`) and its map.
     at: usize,
@@ -3117,7 +3117,7 @@ impl<'s> LaneReader<'s> {
     fn new(
         fs: &'s dyn Fs,
         lane: usize,
-        salvage: bool,
+        salvage: &'s Salvage,
         first: &'s mut SegmentFile,
         mark: Option<(SyncMark, bool)>,
     ) -> Self {
@@ -3161,7 +3161,7 @@ impl<'s> LaneReader<'s> {
                         "lane {} segment {b} follows segment {a}: the segments between are missing",
                         self.lane
                     );
-                    damaged(&pair[1].path, 0, what, self.salvage)?;
+                    self.salvage.damaged(&pair[1].path, 0, what, "the gap")?;
                 }
             }
         }
@@ -3171,7 +3171,9 @@ impl<'s> LaneReader<'s> {
     /// Damage at the current position: an error, or (salvaging) the rest
     /// of the segment skipped.
     fn damaged_here(&mut self, what: String) -> Result<()> {
-        damaged(&self.segments[self.at].path, self.off, what, self.salvage)?;
+        let path = &self.segments[self.at].path;
+        self.salvage
+            .damaged(path, self.off as u64, what, "the rest")?;
         self.close_segment();
         Ok(())
     }
@@ -3549,24 +3551,6 @@ impl<'s> LaneReader<'s> {
     }
 }
 
-/// Damage at `off` of a segment: an error naming the file and offset, or,
-/// when salvaging, a warning (the caller then skips the rest of the segment).
-fn damaged(path: &Path, off: usize, what: String, salvage: bool) -> Result<()> {
-    if salvage {
-        tracing::warn!(
-            "{}: {what} at offset {off}; skipping the rest (salvage)",
-            path.display()
-        );
-        return Ok(());
-    }
-    Err(ErrorKind::Corrupt {
-        path: path.to_path_buf(),
-        offset: off as u64,
-        what,
-    }
-    .into())
-}
-
 /// Overwrites `len` bytes at `offset` of a segment with zeros, durably.
 fn zero_range(fs: &dyn Fs, path: &Path, offset: u64, len: usize) -> Result<()> {
     use std::os::unix::fs::FileExt;
@@ -3676,7 +3660,7 @@ pub(crate) mod tests {
     /// each must be an add or a remove.
     fn hash_records(fs: &dyn Fs, dir: &Path) -> Vec<(u64, bool, u64, Vec<ItemHash>)> {
         let mut seen = Vec::new();
-        read_all(fs, &mut segments_of(dir), false, |f| {
+        read_all(fs, &mut segments_of(dir), &Salvage::default(), |f| {
             let Rec::Hashes { add, id, hashes } = f.record else {
                 panic!("not an add or remove");
             };
@@ -3746,7 +3730,7 @@ pub(crate) mod tests {
         let mut prev = 0;
         let mut records = 0;
         let mut counts = vec![0u64; threads as usize];
-        read_all(&*fs, &mut segments, false, |f| {
+        read_all(&*fs, &mut segments, &Salvage::default(), |f| {
             // Lanes take lsns in blocks: gaps, but never out of order.
             assert!(f.lsn > prev, "records out of lsn order");
             prev = f.lsn;
@@ -4912,7 +4896,7 @@ pub(crate) mod tests {
         assert_eq!(segments.len(), 1);
         assert_eq!((segments[0].lane, segments[0].seq), (0, None));
         let mut lsns = Vec::new();
-        let last = read_all(&*fs, &mut segments, false, |f| {
+        let last = read_all(&*fs, &mut segments, &Salvage::default(), |f| {
             lsns.push(f.lsn);
             Ok(())
         })
@@ -4936,20 +4920,22 @@ pub(crate) mod tests {
         );
         std::fs::write(&later, &bytes).unwrap();
         let mut segments = segments_of(dir.path());
-        let e = read_all(&*fs, &mut segments, false, |_| Ok(())).unwrap_err();
+        let e = read_all(&*fs, &mut segments, &Salvage::default(), |_| Ok(())).unwrap_err();
         assert!(
             matches!(e.kind(), ErrorKind::Corrupt { path, .. } if *path == later),
             "{e}"
         );
         assert!(e.to_string().contains("missing"), "{e}");
         let mut lsns = Vec::new();
-        read_all(&*fs, &mut segments_of(dir.path()), true, |f| {
+        let salvage = Salvage::new(true);
+        read_all(&*fs, &mut segments_of(dir.path()), &salvage, |f| {
             lsns.push(f.lsn);
             Ok(())
         })
         .unwrap();
-        // Salvaging reads on past the gap.
+        // Salvaging reads on past the gap, and counts it.
         assert_eq!(lsns, vec![1, 2, 9]);
+        assert_eq!(salvage.skipped(), 1);
     }
 
     #[test]
@@ -4974,15 +4960,20 @@ pub(crate) mod tests {
         write(2, &[4, 9]);
         let third = write(3, &[5, 6]);
         let mut order = Vec::new();
-        let last = read_all(&*fs, &mut segments_of(dir.path()), false, |f| {
-            let Rec::Hashes { hashes, .. } = f.record else {
-                panic!("not an add");
-            };
-            let h = hashes.to_vec()[0];
-            assert_eq!(h.lo, f.lsn);
-            order.push((f.lsn, h.hi));
-            Ok(())
-        })
+        let last = read_all(
+            &*fs,
+            &mut segments_of(dir.path()),
+            &Salvage::default(),
+            |f| {
+                let Rec::Hashes { hashes, .. } = f.record else {
+                    panic!("not an add");
+                };
+                let h = hashes.to_vec()[0];
+                assert_eq!(h.lo, f.lsn);
+                order.push((f.lsn, h.hi));
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(last, 9);
         assert_eq!(
@@ -4991,7 +4982,13 @@ pub(crate) mod tests {
         );
         std::fs::remove_file(third).unwrap();
         write(3, &[3]);
-        let e = read_all(&*fs, &mut segments_of(dir.path()), false, |_| Ok(())).unwrap_err();
+        let e = read_all(
+            &*fs,
+            &mut segments_of(dir.path()),
+            &Salvage::default(),
+            |_| Ok(()),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("lsn 3 is in another lane"), "{e}");
     }
 
@@ -5350,7 +5347,7 @@ pub(crate) mod tests {
         let err = read_all(
             &TestFs::other_boot(),
             &mut segments_of(dir.path()),
-            false,
+            &Salvage::default(),
             |_| Ok(()),
         )
         .expect_err("damage below the mark");
@@ -5459,7 +5456,7 @@ pub(crate) mod tests {
     /// record `i` being `record16(i - 1)`.
     fn reads_back_in_order(fs: &dyn Fs, segments: &mut [SegmentFile], n: u64) {
         let mut next = 0;
-        read_all(fs, segments, false, |f| {
+        read_all(fs, segments, &Salvage::default(), |f| {
             let Rec::Hashes { add, id, hashes } = f.record else {
                 panic!("not an add");
             };
@@ -5683,7 +5680,7 @@ pub(crate) mod tests {
 
     fn read_lsns(fs: &dyn Fs, dir: &Path, salvage: bool) -> Result<Vec<u64>> {
         let mut lsns = Vec::new();
-        read_all(fs, &mut segments_of(dir), salvage, |f| {
+        read_all(fs, &mut segments_of(dir), &Salvage::new(salvage), |f| {
             lsns.push(f.lsn);
             Ok(())
         })?;

@@ -92,9 +92,11 @@ pub(crate) struct ServeArgs {
     save_log_size: u64,
     /// Open a data directory whose log or snapshots are damaged, keeping
     /// what can be read (each loss logged as a warning), instead of
-    /// refusing to start with an error naming the file and offset. The
-    /// open then checkpoints, so that later starts need no --salvage; a
-    /// damaged snapshot is moved aside to `<id>.snap.damaged`. A snapshot
+    /// refusing to start with an error naming the file and offset. If it
+    /// skipped anything, the open then checkpoints, so that later starts
+    /// need no --salvage; a damaged snapshot is moved aside to
+    /// `<id>.snap.damaged`. With nothing damaged it is an ordinary start,
+    /// so the flag may be given every time. A snapshot
     /// that cannot be read (an I/O error), or is sound but larger than
     /// --max-filter-bytes, still stops the start: raise the limit, or fix
     /// the disk.

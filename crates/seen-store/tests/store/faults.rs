@@ -1582,10 +1582,10 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
     data[last + 20] ^= 1;
     std::fs::write(&seg, &data).unwrap();
     assert!(Store::open(dir.path(), StoreOptions::default()).is_err());
-    let kept = open_salvaging(dir.path())
-        .contains(b"f", &refs)
-        .unwrap()
-        .unwrap();
+    let salvaged = open_salvaging(dir.path());
+    assert_eq!(salvaged.recovery().salvaged, 1);
+    let kept = salvaged.contains(b"f", &refs).unwrap().unwrap();
+    drop(salvaged);
     assert_eq!(kept.iter().filter(|&&k| k).count(), 49, "{kept:?}");
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(s.contains(b"f", &refs).unwrap().unwrap(), kept);
@@ -1621,10 +1621,10 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
     std::fs::write(&segs[0], &data).unwrap();
     assert!(Store::open(dir.path(), StoreOptions::default()).is_err());
     let refs_many: Vec<&[u8]> = many.iter().map(|v| v.as_slice()).collect();
-    let kept = open_salvaging(dir.path())
-        .contains(b"f", &refs_many)
-        .unwrap()
-        .unwrap();
+    let salvaged = open_salvaging(dir.path());
+    assert!(salvaged.recovery().salvaged >= 1);
+    let kept = salvaged.contains(b"f", &refs_many).unwrap().unwrap();
+    drop(salvaged);
     let n = kept.iter().filter(|&&k| k).count();
     assert!(n > 0 && n < 4000, "salvage kept {n}");
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
@@ -1648,7 +1648,7 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
     data[mid] ^= 1;
     std::fs::write(&snaps[1], &data).unwrap();
     assert!(Store::open(dir.path(), StoreOptions::default()).is_err());
-    drop(open_salvaging(dir.path()));
+    assert_eq!(open_salvaging(dir.path()).recovery().salvaged, 1);
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(s.names(), [b"f".to_vec()]);
     assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
@@ -1659,6 +1659,104 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
         data,
         "the damaged snapshot is kept aside"
     );
+}
+
+/// A salvaging open that finds nothing damaged changes nothing: no
+/// checkpoint (a server may be started with salvage every time; until
+/// 2026-11-29 each such start wrote every filter), nothing skipped.
+#[test]
+fn a_salvaging_open_that_finds_no_damage_writes_no_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let items: Vec<Vec<u8>> = (0..100).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    {
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        s.add(b"f", &refs, None).unwrap();
+    }
+    let wal_files = || -> Vec<PathBuf> {
+        std::fs::read_dir(dir.path().join("wal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let logged = wal_files();
+    let s = open_salvaging(dir.path());
+    assert_eq!(s.recovery().salvaged, 0);
+    assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
+    assert!(
+        snap_files(dir.path()).is_empty(),
+        "a checkpoint was written"
+    );
+    let now = wal_files();
+    assert!(
+        logged.iter().all(|f| now.contains(f)),
+        "the log was retired: {logged:?}, now {now:?}"
+    );
+}
+
+/// A snapshot put aside keeps its id from new filters, and one of the same
+/// id put aside later does not overwrite it.
+#[test]
+fn a_snapshot_put_aside_keeps_its_id_and_is_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let items: Vec<Vec<u8>> = (0..50).map(item).collect();
+    let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+    {
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        for name in [b"f", b"g"] {
+            s.create(name, &bloom()).unwrap();
+            s.add(name, &refs, None).unwrap();
+        }
+        s.checkpoint().unwrap();
+    }
+    let snaps = snap_files(dir.path());
+    assert_eq!(snaps.len(), 2);
+    // `g`, the newest filter, damaged: its id is the highest.
+    let mut damaged = std::fs::read(&snaps[1]).unwrap();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 1;
+    std::fs::write(&snaps[1], &damaged).unwrap();
+    let mut aside = snaps[1].clone().into_os_string();
+    aside.push(".damaged");
+    let aside = PathBuf::from(aside);
+    assert_eq!(open_salvaging(dir.path()).recovery().salvaged, 1);
+    assert!(std::fs::read(&aside).unwrap() == damaged, "not put aside");
+    // A filter made later takes a new id, not the one put aside.
+    {
+        let s = reopen(dir.path());
+        s.create(b"h", &bloom()).unwrap();
+        s.add(b"h", &refs, None).unwrap();
+        s.checkpoint().unwrap();
+    }
+    let now = snap_files(dir.path());
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], snaps[0]);
+    assert!(
+        now[1] > snaps[1],
+        "the new filter took the id put aside: {now:?}"
+    );
+    // The same id damaged again (here: `f`'s, with a file of its id put
+    // aside by hand): the second goes beside the first.
+    let mut first = snaps[0].clone().into_os_string();
+    first.push(".damaged");
+    std::fs::write(&first, b"put aside before").unwrap();
+    let mut again = std::fs::read(&snaps[0]).unwrap();
+    let mid = again.len() / 2;
+    again[mid] ^= 1;
+    std::fs::write(&snaps[0], &again).unwrap();
+    let s = open_salvaging(dir.path());
+    assert_eq!(s.recovery().salvaged, 1);
+    assert_eq!(s.names(), [b"h".to_vec()]);
+    drop(s);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        b"put aside before",
+        "overwritten"
+    );
+    first.push(".1");
+    assert!(std::fs::read(&first).unwrap() == again, "not put aside");
+    assert!(std::fs::read(&aside).unwrap() == damaged, "changed");
 }
 
 /// A directory whose one filter, `f`, has `items()`'s first 50 in a
