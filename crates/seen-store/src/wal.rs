@@ -229,6 +229,13 @@ struct LaneState {
     /// last): first lsn, path, and the lsn of its last record where it is
     /// known without a successor (segments found at open).
     segments: Vec<(u64, PathBuf, Option<u64>)>,
+    /// Segment files that failed rolls began and could not remove: each
+    /// keeps its number, and joins `segments` (holding no records) at the
+    /// next roll that succeeds, so that checkpoints retire it in its turn.
+    /// Left out, it would stay while the segments after it were retired:
+    /// a gap in the lane's numbers, which stops the next open as a lost
+    /// segment.
+    orphans: Vec<PathBuf>,
     /// The lsns this lane took from the counter for its unordered records
     /// and has not used yet: `block.0..block.1` (see [`Wal::take_lsn`]).
     block: (u64, u64),
@@ -1048,6 +1055,7 @@ impl Wal {
                 next_seq: 0,
                 unsynced: Vec::new(),
                 segments: Vec::new(),
+                orphans: Vec::new(),
                 block: (0, 0),
                 spare: None,
                 wanted: false,
@@ -2106,15 +2114,18 @@ impl Wal {
         let next = next.inspect_err(|_| {
             // A file the failed attempt could not remove keeps its number,
             // so that no two segments of the lane share one.
-            if self
-                .dir
-                .join(segment_name(first_lsn, lane, st.next_seq))
-                .exists()
-            {
+            let left = self.dir.join(segment_name(first_lsn, lane, st.next_seq));
+            if left.exists() {
                 st.next_seq += 1;
+                st.orphans.push(left);
             }
         })?;
         st.next_seq += 1;
+        // Those files hold no records: each ends where the new segment
+        // begins, as its predecessor does.
+        for left in std::mem::take(&mut st.orphans) {
+            st.segments.push((first_lsn, left, None));
+        }
         st.segments.push((first_lsn, next.path.clone(), None));
         st.wanted = false;
         if let Some(mut old) = st.cur.replace(next) {

@@ -48,6 +48,8 @@ struct Faults {
     /// read (their directory is opened instead: reads fail with EISDIR).
     snap_open_fails: AtomicBool,
     snap_read_fails: AtomicBool,
+    /// Removes of log segment files (`*.log`) fail (EIO).
+    log_remove_fails: AtomicBool,
 }
 
 struct FaultyFs {
@@ -182,6 +184,11 @@ impl Fs for FaultyFs {
         Ok(())
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
+        if self.faults.log_remove_fails.load(Ordering::SeqCst)
+            && path.extension().is_some_and(|e| e == "log")
+        {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         self.real.remove(path)?;
         let mut ops = self.faults.dir_ops.lock().unwrap();
         ops.push((false, path.to_path_buf()));
@@ -1866,4 +1873,74 @@ fn a_salvaging_open_stops_on_a_snapshot_it_cannot_open_or_read_and_keeps_it() {
         }
         assert_kept_whole(dir.path(), &snap, &before, op);
     }
+}
+
+/// A roll that fails (no spare, no room for a new segment) and cannot
+/// remove the segment file it began leaves that file behind, under a
+/// number the lane then skips (helper-26, session 26). Later rolls and
+/// checkpoints go on around it, and the directory still opens with every
+/// acknowledged add.
+#[test]
+fn a_segment_file_a_failed_roll_could_not_remove_does_not_fail_later_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::Always,
+        segment_size: 16 << 10,
+        ..Default::default()
+    };
+    let (s, faults) = faulty_with(dir.path(), opts);
+    s.create(b"f", &bloom()).unwrap();
+    let logs = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir.path().join("wal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        v.sort();
+        v
+    };
+    faults.fail_spare_rename.store(true, Ordering::SeqCst);
+    faults.enospc_allocate.store(true, Ordering::SeqCst);
+    faults.log_remove_fails.store(true, Ordering::SeqCst);
+    let before = logs();
+    let mut acked = Vec::new();
+    let mut i = 0;
+    let failed = loop {
+        match s.add(b"f", &[&item(i)], None) {
+            Ok(_) => acked.push(i),
+            Err(e) => break e,
+        }
+        i += 1;
+        assert!(i < 100_000, "no roll failed");
+    };
+    assert!(failed.to_string().contains("No space"), "{failed}");
+    let left: Vec<PathBuf> = logs().into_iter().filter(|p| !before.contains(p)).collect();
+    assert!(!left.is_empty(), "no file left behind: {:?}", logs());
+    faults.fail_spare_rename.store(false, Ordering::SeqCst);
+    faults.enospc_allocate.store(false, Ordering::SeqCst);
+    faults.log_remove_fails.store(false, Ordering::SeqCst);
+    // Rolls past it, and checkpoints that retire the segments around it.
+    for _ in 0..3 {
+        for _ in 0..1500 {
+            i += 1;
+            s.add(b"f", &[&item(i)], None).unwrap();
+            acked.push(i);
+        }
+        s.checkpoint().unwrap();
+    }
+    // Retired in its turn, with the segments before it.
+    assert!(
+        left.iter().all(|p| !p.exists()),
+        "{left:?} still there: {:?}",
+        logs()
+    );
+    for _ in 0..1500 {
+        i += 1;
+        s.add(b"f", &[&item(i)], None).unwrap();
+        acked.push(i);
+    }
+    drop(s);
+    check_acked(dir.path(), &acked);
+    // And the open left nothing that stops the next.
+    check_acked(dir.path(), &acked);
 }
