@@ -470,6 +470,14 @@ mod tests {
             ]),
             Path::new("/d/00000000000000a2.snap.damaged.1")
         );
+        assert_eq!(
+            aside(&[
+                "/d/00000000000000a2.snap.damaged.1",
+                "/d/00000000000000a2.snap.damaged",
+                "/d/00000000000000a3.snap.damaged.2",
+            ]),
+            Path::new("/d/00000000000000a2.snap.damaged.2")
+        );
     }
 
     /// A snapshot file of `version` holding `filter` and `trailer`.

@@ -514,8 +514,10 @@ fn apply_removes(f: &mut AnyFilter, hashes: &[ItemHash]) -> Result<Vec<Removal>>
     }
 }
 
-/// What [`Store::open`] found and how long recovery took.
+/// What [`Store::open`] found and how long recovery took. (Non-exhaustive:
+/// later versions may report more.)
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Recovery {
     /// Snapshots loaded.
     pub snapshots: usize,
@@ -786,24 +788,29 @@ impl Store {
         let listed = fs
             .list(&snap_dir)
             .map_err(|e| io_err("list", &snap_dir, e))?;
+        // The id in the name of a snapshot put aside (by an earlier
+        // salvage, or by this one, below) is not given to a new filter,
+        // whose snapshot would then sit beside it under the same number.
+        // Only an id whose successor is a valid one is: a file name is not
+        // checked as a record is, and a junk name must not move the next
+        // id out of range (or wrap it round onto a live filter's).
+        let reserve = |max_id: &mut u64, id: u64| {
+            if id < wal::MAX_ID - 1 {
+                *max_id = (*max_id).max(id);
+            }
+        };
         for path in &listed {
             if path.extension().is_some_and(|e| e == "tmp") {
                 let _ = fs.remove(path);
                 continue;
             }
             if let Some(id) = snapshot::parse_damaged_name(path) {
-                // A snapshot an earlier salvage put aside: its id is not
-                // given to a new filter, whose snapshot would then sit
-                // beside it under the same number. (Below `MAX_ID` only: a
-                // file name is not checked as a record is.)
-                if id < wal::MAX_ID {
-                    max_id = max_id.max(id);
-                }
+                reserve(&mut max_id, id);
                 continue;
             }
-            if snapshot::parse_file_name(path).is_none() {
+            let Some(named) = snapshot::parse_file_name(path) else {
                 continue;
-            }
+            };
             match snapshot::read(&*fs, path, &decode_opts) {
                 Ok(l) => {
                     recovery.snapshots += 1;
@@ -839,11 +846,8 @@ impl Store {
                     // store (`CannotLoad`), may be sound, and put aside it
                     // would be lost with its logged adds, which the closing
                     // checkpoint retires; those stop a salvaging open.
-                    // Its id is kept from new filters, as above.
                     salvage.count();
-                    if let Some(id) = snapshot::parse_file_name(path) {
-                        max_id = max_id.max(id);
-                    }
+                    reserve(&mut max_id, named);
                     let aside = snapshot::damaged_name(path, &listed);
                     match fs.rename(path, &aside) {
                         Ok(()) => tracing::warn!(

@@ -95,11 +95,11 @@ pub(crate) struct ServeArgs {
     /// refusing to start with an error naming the file and offset. If it
     /// skipped anything, the open then checkpoints, so that later starts
     /// need no --salvage; a damaged snapshot is moved aside to
-    /// `<id>.snap.damaged`. With nothing damaged it is an ordinary start,
-    /// so the flag may be given every time. A snapshot
-    /// that cannot be read (an I/O error), or is sound but larger than
-    /// --max-filter-bytes, still stops the start: raise the limit, or fix
-    /// the disk.
+    /// `<id>.snap.damaged` (or `.damaged.<n>` if that name is taken). With
+    /// nothing damaged it is an ordinary start, so the flag may be given
+    /// every time. A snapshot that cannot be read (an I/O error), or is
+    /// sound but larger than --max-filter-bytes, still stops the start:
+    /// raise the limit, or fix the disk.
     #[arg(long)]
     salvage: bool,
     /// Worker threads (0: one per core).
