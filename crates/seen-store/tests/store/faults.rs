@@ -1640,20 +1640,7 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
 
     // A flipped byte in a snapshot: its filter is lost, the other kept.
     let dir = tempfile::tempdir().unwrap();
-    {
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        for name in [b"f", b"g"] {
-            s.create(name, &bloom()).unwrap();
-            s.add(name, &refs, None).unwrap();
-        }
-        s.checkpoint().unwrap();
-    }
-    let snaps = snap_files(dir.path());
-    assert_eq!(snaps.len(), 2);
-    let mut data = std::fs::read(&snaps[1]).unwrap();
-    let mid = data.len() / 2;
-    data[mid] ^= 1;
-    std::fs::write(&snaps[1], &data).unwrap();
+    let (snaps, data) = two_snapshots_second_damaged(dir.path(), &refs);
     assert!(Store::open(dir.path(), StoreOptions::default()).is_err());
     assert_eq!(open_salvaging(dir.path()).recovery().salvaged, 1);
     let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
@@ -1666,6 +1653,33 @@ fn after_a_salvaging_open_the_directory_opens_without_salvage() {
         data,
         "the damaged snapshot is kept aside"
     );
+}
+
+/// Filters `f` and `g` holding `refs`, checkpointed, then a byte in the
+/// middle of `g`'s snapshot (the second: `g` has the higher id) flipped.
+/// Returns both snapshots' paths and `g`'s damaged bytes.
+fn two_snapshots_second_damaged(dir: &Path, refs: &[&[u8]]) -> (Vec<PathBuf>, Vec<u8>) {
+    {
+        let s = Store::open(dir, StoreOptions::default()).unwrap();
+        for name in [b"f", b"g"] {
+            s.create(name, &bloom()).unwrap();
+            s.add(name, refs, None).unwrap();
+        }
+        s.checkpoint().unwrap();
+    }
+    let snaps = snap_files(dir);
+    assert_eq!(snaps.len(), 2);
+    let damaged = flip_middle(&snaps[1]);
+    (snaps, damaged)
+}
+
+/// Flips a bit of the byte in the middle of file `path`: its new bytes.
+fn flip_middle(path: &Path) -> Vec<u8> {
+    let mut data = std::fs::read(path).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 1;
+    std::fs::write(path, &data).unwrap();
+    data
 }
 
 /// A salvaging open that finds nothing damaged changes nothing: no
@@ -1712,21 +1726,8 @@ fn a_snapshot_put_aside_keeps_its_id_and_is_not_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let items: Vec<Vec<u8>> = (0..50).map(item).collect();
     let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
-    {
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        for name in [b"f", b"g"] {
-            s.create(name, &bloom()).unwrap();
-            s.add(name, &refs, None).unwrap();
-        }
-        s.checkpoint().unwrap();
-    }
-    let snaps = snap_files(dir.path());
-    assert_eq!(snaps.len(), 2);
     // `g`, the newest filter, damaged: its id is the highest.
-    let mut damaged = std::fs::read(&snaps[1]).unwrap();
-    let mid = damaged.len() / 2;
-    damaged[mid] ^= 1;
-    std::fs::write(&snaps[1], &damaged).unwrap();
+    let (snaps, damaged) = two_snapshots_second_damaged(dir.path(), &refs);
     let mut aside = snaps[1].clone().into_os_string();
     aside.push(".damaged");
     let aside = PathBuf::from(aside);
@@ -1757,10 +1758,7 @@ fn a_snapshot_put_aside_keeps_its_id_and_is_not_overwritten() {
     let mut first = snaps[0].clone().into_os_string();
     first.push(".damaged");
     std::fs::write(&first, b"put aside before").unwrap();
-    let mut again = std::fs::read(&snaps[0]).unwrap();
-    let mid = again.len() / 2;
-    again[mid] ^= 1;
-    std::fs::write(&snaps[0], &again).unwrap();
+    let again = flip_middle(&snaps[0]);
     let s = open_salvaging(dir.path());
     assert_eq!(s.recovery().salvaged, 1);
     let mut names = s.names();
