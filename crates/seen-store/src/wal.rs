@@ -229,12 +229,12 @@ struct LaneState {
     /// last): first lsn, path, and the lsn of its last record where it is
     /// known without a successor (segments found at open).
     segments: Vec<(u64, PathBuf, Option<u64>)>,
-    /// Segment files that failed rolls began and could not remove: each
-    /// keeps its number, and joins `segments` (holding no records) at the
-    /// next roll that succeeds, so that checkpoints retire it in its turn.
-    /// Left out, it would stay while the segments after it were retired:
-    /// a gap in the lane's numbers, which stops the next open as a lost
-    /// segment.
+    /// Segment files that failed rolls made under their segments' names
+    /// (see [`Wal::roll`]) and could not remove: each keeps its number,
+    /// and joins `segments` (holding no records) at the next roll that
+    /// succeeds, so that checkpoints retire it in its turn. Left out, it
+    /// would stay while the segments after it were retired: a gap in the
+    /// lane's numbers, which stops the next open as a lost segment.
     orphans: Vec<PathBuf>,
     /// The lsns this lane took from the counter for its unordered records
     /// and has not used yet: `block.0..block.1` (see [`Wal::take_lsn`]).
@@ -2093,36 +2093,52 @@ impl Wal {
         let next = match st
             .spare
             .take()
-            .and_then(|spare| self.use_spare(spare, first_lsn, lane, seq))
+            .and_then(|spare| self.use_spare(spare, first_lsn, lane, seq).ok())
         {
             Some(next) => Ok(next),
             // No spare ready: this writer makes the segment (1-118 ms
-            // measured under 50 writers, BENCHMARKS.md session 15).
+            // measured under 50 writers, BENCHMARKS.md session 15), as a
+            // spare is made, so that a failure to make it (a full disk, a
+            // failed sync) leaves no file under a segment's name: only, if
+            // its removal failed too, a spare's, which the next open
+            // removes. (Until 2026-11-29 it was made under its segment's
+            // name. One that could not be removed sat in the lane, holding
+            // no records, between the segments before and after it; and
+            // after a power loss the reader took it for a segment that
+            // lost its end, and dropped the records after it: helper-37.)
+            // Only where the rename fails is it made under its own name.
             None => self.blocking(|| {
-                Self::new_segment(
-                    &*self.fs,
-                    &self.dir,
-                    self.segment_size,
-                    self.zero_fill,
-                    first_lsn,
-                    lane,
-                    seq,
-                )
+                let spare = self.spare_file(lane)?;
+                self.use_spare(spare, first_lsn, lane, seq).or_else(|_| {
+                    Self::new_segment(
+                        &*self.fs,
+                        &self.dir,
+                        self.segment_size,
+                        self.zero_fill,
+                        first_lsn,
+                        lane,
+                        seq,
+                    )
+                })
             }),
         };
         self.roll_failed.store(next.is_err(), Ordering::Relaxed);
         let next = next.inspect_err(|_| {
             // A file the failed attempt could not remove keeps its number,
             // so that no two segments of the lane share one.
+            // (One that cannot be looked at counts as there: a missing
+            // one in the list is as good as removed when it is retired.)
             let left = self.dir.join(segment_name(first_lsn, lane, st.next_seq));
-            if left.exists() {
+            if left.try_exists().unwrap_or(true) {
                 st.next_seq += 1;
                 st.orphans.push(left);
             }
         })?;
         st.next_seq += 1;
         // Those files hold no records: each ends where the new segment
-        // begins, as its predecessor does.
+        // begins, as its predecessor does (in memory: its name's lsn may
+        // be below its predecessor's last records, which the reader
+        // allows).
         for left in std::mem::take(&mut st.orphans) {
             st.segments.push((first_lsn, left, None));
         }
@@ -2751,17 +2767,18 @@ impl Wal {
 
     /// Renames a spare into the segment `(first_lsn, lane, seq)`; the next
     /// sync makes the name durable (`dir_dirty`), before any record in it
-    /// counts as synced. `None` if the rename fails (the spare is removed,
-    /// and the caller makes a segment the slow way).
-    fn use_spare(&self, spare: Spare, first_lsn: u64, lane: usize, seq: u64) -> Option<Segment> {
+    /// counts as synced. An error if the rename fails (the spare is
+    /// removed; a roll whose ready spare this was makes a segment the slow
+    /// way, through a new spare).
+    fn use_spare(&self, spare: Spare, first_lsn: u64, lane: usize, seq: u64) -> Result<Segment> {
         let path = self.dir.join(segment_name(first_lsn, lane, seq));
         if let Err(e) = self.fs.rename(&spare.path, &path) {
             tracing::warn!("rename {} to {}: {e}", spare.path.display(), path.display());
             let _ = self.fs.remove(&spare.path);
-            return None;
+            return Err(io_err("rename", &spare.path, e));
         }
         self.dir_dirty.store(true, Ordering::Release);
-        Some(Segment {
+        Ok(Segment {
             first_lsn,
             seq,
             map: spare.map,
@@ -2800,22 +2817,28 @@ impl Wal {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let path = self.dir.join(spare_name(lane));
-        // Not synced (unless zero-filled, under `Always`: a first sync of
-        // the file would otherwise write all its zeros while a writer
-        // waits): that waits for whatever the disk is writing (a
-        // checkpoint's gigabyte took 0.4-1 s, and a roll that found no
-        // spare ready made its segment itself, its writers waiting). The
-        // sync that first counts a record in it as synced syncs the file,
-        // its preallocation with it (`fdatasync` writes the metadata that
-        // reading the data needs), and then the directory.
-        match segment_file(&*self.fs, &path, self.segment_size, false, self.zero_fill) {
-            Ok((file, map)) => Some(Spare { path, map, file }),
+        match self.spare_file(lane) {
+            Ok(spare) => Some(spare),
             Err(e) => {
                 tracing::debug!("spare log segment: {e}");
                 None
             }
         }
+    }
+
+    /// The file of a spare segment for lane `lane`, under a temporary name
+    /// (see [`spare_name`]): created, preallocated and mapped; removed on
+    /// a failure. Not synced (unless zero-filled, under `Always`: a first
+    /// sync of the file would otherwise write all its zeros while a writer
+    /// waits): that waits for whatever the disk is writing (a checkpoint's
+    /// gigabyte took 0.4-1 s). The sync that first counts a record in it
+    /// as synced syncs the file, its preallocation with it (`fdatasync`
+    /// writes the metadata that reading the data needs), and then the
+    /// directory (`dir_dirty`, set when it is renamed into the lane).
+    fn spare_file(&self, lane: usize) -> Result<Spare> {
+        let path = self.dir.join(spare_name(lane));
+        let (file, map) = segment_file(&*self.fs, &path, self.segment_size, false, self.zero_fill)?;
+        Ok(Spare { path, map, file })
     }
 
     /// Gives lane `lane` the spare, unless it got one meanwhile or the log
