@@ -1950,12 +1950,15 @@ fn a_salvaging_open_stops_on_a_snapshot_it_cannot_open_or_read_and_keeps_it() {
 /// go on with every acknowledged add.
 #[test]
 fn a_failed_roll_that_cannot_remove_its_file_does_not_fail_later_opens() {
-    for renames in [true, false] {
-        failed_roll_that_cannot_remove_its_file(renames);
+    for spares_made in [false, true] {
+        failed_roll_that_cannot_remove_its_file(spares_made);
     }
 }
 
-fn failed_roll_that_cannot_remove_its_file(renames: bool) {
+/// With `spares_made` false there is no room for any file; with it true,
+/// spares are made but cannot be renamed, and there is no room for a file
+/// made under a segment's name. Removes in the log's directory fail.
+fn failed_roll_that_cannot_remove_its_file(spares_made: bool) {
     let dir = tempfile::tempdir().unwrap();
     let opts = StoreOptions {
         fsync: FsyncPolicy::Always,
@@ -1985,10 +1988,10 @@ fn failed_roll_that_cannot_remove_its_file(renames: bool) {
     let faulted = [
         &faults.wal_remove_fails,
         &faults.fail_spare_rename,
-        if renames {
-            &faults.enospc_allocate
-        } else {
+        if spares_made {
             &faults.enospc_allocate_segments
+        } else {
+            &faults.enospc_allocate
         },
     ];
     for f in faulted {
@@ -2007,7 +2010,7 @@ fn failed_roll_that_cannot_remove_its_file(renames: bool) {
     };
     assert!(failed.to_string().contains("No space"), "{failed}");
     let left: Vec<PathBuf> = logs().into_iter().filter(|p| !before.contains(p)).collect();
-    if renames {
+    if !spares_made {
         assert!(left.is_empty(), "left under a segment's name: {left:?}");
         assert!(
             spares() > 0,
