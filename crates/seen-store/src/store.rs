@@ -1293,7 +1293,7 @@ impl Store {
         // for the next salvaging open. With nothing damaged there is
         // nothing to retire (a server may be started with salvage every
         // time), and no checkpoint.
-        let skipped = salvage.skipped();
+        let skipped = store.inner.recovery.salvaged;
         if skipped > 0 {
             match store.checkpoint() {
                 Ok(()) => tracing::warn!(

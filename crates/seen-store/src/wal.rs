@@ -2090,12 +2090,25 @@ impl Wal {
     /// Switches lane `lane` to a new segment named after `first_lsn`.
     fn roll(&self, lane: usize, st: &mut LaneState, first_lsn: u64) -> Result<()> {
         let seq = st.next_seq;
-        let next = match st
-            .spare
-            .take()
-            .and_then(|spare| self.use_spare(spare, first_lsn, lane, seq).ok())
-        {
-            Some(next) => Ok(next),
+        // Made under its own name: only where a spare cannot be renamed.
+        let own_name = || {
+            Self::new_segment(
+                &*self.fs,
+                &self.dir,
+                self.segment_size,
+                self.zero_fill,
+                first_lsn,
+                lane,
+                seq,
+            )
+        };
+        let next = match st.spare.take() {
+            Some(spare) => match self.use_spare(spare, first_lsn, lane, seq) {
+                Ok(next) => Ok(next),
+                // A directory where renames fail: another spare would
+                // fail the same way.
+                Err(_) => self.blocking(own_name),
+            },
             // No spare ready: this writer makes the segment (1-118 ms
             // measured under 50 writers, BENCHMARKS.md session 15), as a
             // spare is made, so that a failure to make it (a full disk, a
@@ -2106,20 +2119,10 @@ impl Wal {
             // no records, between the segments before and after it; and
             // after a power loss the reader took it for a segment that
             // lost its end, and dropped the records after it: helper-37.)
-            // Only where the rename fails is it made under its own name.
             None => self.blocking(|| {
                 let spare = self.spare_file(lane)?;
-                self.use_spare(spare, first_lsn, lane, seq).or_else(|_| {
-                    Self::new_segment(
-                        &*self.fs,
-                        &self.dir,
-                        self.segment_size,
-                        self.zero_fill,
-                        first_lsn,
-                        lane,
-                        seq,
-                    )
-                })
+                self.use_spare(spare, first_lsn, lane, seq)
+                    .or_else(|_| own_name())
             }),
         };
         self.roll_failed.store(next.is_err(), Ordering::Relaxed);
@@ -2768,8 +2771,7 @@ impl Wal {
     /// Renames a spare into the segment `(first_lsn, lane, seq)`; the next
     /// sync makes the name durable (`dir_dirty`), before any record in it
     /// counts as synced. An error if the rename fails (the spare is
-    /// removed; a roll whose ready spare this was makes a segment the slow
-    /// way, through a new spare).
+    /// removed, and the roll makes its segment under its own name).
     fn use_spare(&self, spare: Spare, first_lsn: u64, lane: usize, seq: u64) -> Result<Segment> {
         let path = self.dir.join(segment_name(first_lsn, lane, seq));
         if let Err(e) = self.fs.rename(&spare.path, &path) {

@@ -1706,13 +1706,7 @@ fn a_salvaging_open_that_finds_no_damage_writes_no_checkpoint() {
         s.create(b"f", &bloom()).unwrap();
         s.add(b"f", &refs, None).unwrap();
     }
-    let wal_files = || -> Vec<PathBuf> {
-        std::fs::read_dir(dir.path().join("wal"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect()
-    };
-    let logged = wal_files();
+    let logged: Vec<PathBuf> = segments(dir.path()).collect();
     let s = open_salvaging(dir.path());
     assert_eq!(s.recovery().salvaged, 0);
     assert!(s.contains(b"f", &refs).unwrap().unwrap().iter().all(|&k| k));
@@ -1720,7 +1714,7 @@ fn a_salvaging_open_that_finds_no_damage_writes_no_checkpoint() {
         snap_files(dir.path()).is_empty(),
         "a checkpoint was written"
     );
-    let now = wal_files();
+    let now: Vec<PathBuf> = segments(dir.path()).collect();
     assert!(
         logged.iter().all(|f| now.contains(f)),
         "the log was retired: {logged:?}, now {now:?}"
@@ -1967,24 +1961,6 @@ fn failed_roll_that_cannot_remove_its_file(spares_made: bool) {
     };
     let (s, faults) = faulty_with(dir.path(), opts);
     s.create(b"f", &bloom()).unwrap();
-    let logs = || -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(dir.path().join("wal"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "log"))
-            .collect();
-        v.sort();
-        v
-    };
-    let spares = || {
-        std::fs::read_dir(dir.path().join("wal"))
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                name.to_str().unwrap().starts_with("spare.")
-            })
-            .count()
-    };
     let faulted = [
         &faults.wal_remove_fails,
         &faults.fail_spare_rename,
@@ -1997,7 +1973,7 @@ fn failed_roll_that_cannot_remove_its_file(spares_made: bool) {
     for f in faulted {
         f.store(true, Ordering::SeqCst);
     }
-    let before = logs();
+    let before: Vec<PathBuf> = segments(dir.path()).collect();
     let mut acked = Vec::new();
     let mut i = 0;
     let failed = loop {
@@ -2009,11 +1985,13 @@ fn failed_roll_that_cannot_remove_its_file(spares_made: bool) {
         assert!(i < 100_000, "no roll failed");
     };
     assert!(failed.to_string().contains("No space"), "{failed}");
-    let left: Vec<PathBuf> = logs().into_iter().filter(|p| !before.contains(p)).collect();
+    let left: Vec<PathBuf> = segments(dir.path())
+        .filter(|p| !before.contains(p))
+        .collect();
     if !spares_made {
         assert!(left.is_empty(), "left under a segment's name: {left:?}");
         assert!(
-            spares() > 0,
+            !spares(dir.path()).is_empty(),
             "no spare left: the test's faults did not hold"
         );
     } else {
@@ -2040,7 +2018,8 @@ fn failed_roll_that_cannot_remove_its_file(spares_made: bool) {
     }
     drop(s);
     check_acked(dir.path(), &acked);
-    assert_eq!(spares(), 0, "the open removes what is left");
+    let stray = spares(dir.path());
+    assert!(stray.is_empty(), "the open removes what is left: {stray:?}");
     // And the open left nothing that stops the next.
     check_acked(dir.path(), &acked);
 }
