@@ -151,7 +151,7 @@ pub(crate) fn checked_bytes(layout: Layout, size: u64, max_bytes: u64) -> Result
             size.checked_mul(BLOCK_WORDS as u64)
         }
         Layout::Classic => {
-            if size == 0 || size % 64 != 0 {
+            if size == 0 || !size.is_multiple_of(64) {
                 return Err(crate::error::corrupt(format!(
                     "a classic filter's bit count must be a positive multiple of 64, not {size}"
                 )));
@@ -466,7 +466,7 @@ impl RawFilter {
     /// The word at `index`, as stored (lock bits masked out).
     pub(crate) fn word(&self, index: usize) -> u64 {
         let v = self.map.word(index).load(Ordering::Relaxed);
-        if self.layout == Layout::Blocked && index % BLOCK_WORDS == 0 {
+        if self.layout == Layout::Blocked && index.is_multiple_of(BLOCK_WORDS) {
             v & !LOCK_BIT
         } else {
             v

@@ -185,7 +185,7 @@ fn batched_adds_are_exact_under_contention() {
             let g = f.clone();
             let news = run_batches(Arc::new(move |items: &[[u8; 8]]| {
                 let hashes: Vec<_> = items.iter().map(|i| g.hash(i)).collect();
-                if items[0][0] % 2 == 0 {
+                if items[0][0].is_multiple_of(2) {
                     let mut w = g.writer(hashes.len());
                     hashes.iter().map(|&h| w.add_hash(h).unwrap()).collect()
                 } else {
