@@ -108,10 +108,18 @@ pub enum ErrorKind {
     /// The operation does not apply to this kind of filter.
     #[error("{0}")]
     WrongKind(&'static str),
-    /// An earlier sync failed (or panicked, a bug); the log cannot promise
-    /// durability until a checkpoint has rewritten every filter, which the
-    /// store's next mutation (or lookup that finds an item, or
-    /// `Store::checkpoint`) tries first.
+    /// A filter name longer than the store takes.
+    #[error("a filter name of {len} bytes is longer than the {max} bytes the store takes")]
+    NameTooLong {
+        /// The name's length.
+        len: usize,
+        /// The longest the store takes.
+        max: usize,
+    },
+    /// An earlier sync failed (or the log's files went away); the log
+    /// cannot promise durability until a checkpoint has rewritten every
+    /// filter, which the store's next mutation (or lookup that finds an
+    /// item, or `Store::checkpoint`) tries first.
     #[error("the write-ahead log is unusable after a failed sync: {0}")]
     Poisoned(String),
 }

@@ -1,75 +1,41 @@
-//! The small file-system interface storage code is written against.
+//! The file-system interface every byte of the store goes through.
 //!
-//! [`RealFs`] is the operating system. Tests wrap it (see
-//! `FaultyFs` in the tests) to inject short writes, failed syncs and
-//! `ENOSPC` exactly where they want them.
+//! [`RealFs`] is the operating system. Tests put a file system of their own
+//! behind these traits (one that fails a chosen write, sync or read, or that
+//! keeps what a power loss would leave) and so reach every I/O path of the
+//! store: nothing is read or written past them.
 
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// An open file, as storage code uses one.
+/// An open file. Every method takes `&self`: the log's writer and its
+/// syncer use one file from two threads.
 pub trait FsFile: Send + Sync {
-    /// Writes all of `buf` at the current position.
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
-    /// `fdatasync`: the file's data (and size) are durable once this returns.
+    /// Reads up to `buf.len()` bytes at `offset`; 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`. On an error some of it may have
+    /// been written.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// `fdatasync`: the data and size are durable once this returns.
     fn sync_data(&self) -> io::Result<()>;
-    /// Reserves `len` bytes of disk for the file (no sparse holes), so that
-    /// writing into a memory map of it can never hit a full disk.
-    fn allocate(&self, len: u64) -> io::Result<()>;
-    /// Writes zeros over the first `len` bytes, so that every block of
-    /// them is allocated and written. Unlike [`allocate`](Self::allocate),
-    /// which leaves the blocks marked unwritten on ext4 and XFS, a later
-    /// `fdatasync` of data written there has no extent to convert, no
-    /// metadata to write. The zeros go in 4 KiB writes: larger ones leave
-    /// large folios in the page cache, and a record written into one
-    /// through a memory map dirties, and has the next sync write, the
-    /// whole folio (BENCHMARKS.md, session 12).
-    fn zero_fill(&self, len: u64) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        static ZEROS: [u8; 4096] = [0; 4096];
-        let file = self.std_file();
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(ZEROS.len() as u64) as usize;
-            file.write_all_at(&ZEROS[..n], at)?;
-            at += n as u64;
-        }
-        Ok(())
-    }
-    /// Drops the cached pages of bytes `from..to` (`to` = `u64::MAX`: to
-    /// the end) that are written to disk and not mapped (Linux
-    /// `posix_fadvise(POSIX_FADV_DONTNEED)`), so that the memory goes back
-    /// to the page allocator while it is still warm; a later read reads
-    /// the disk. Loses nothing: dirty and mapped pages stay. A hint, so
-    /// errors are ignored; elsewhere it does nothing.
-    fn drop_cached(&self, from: u64, to: u64) {
-        let _ = (from, to);
-    }
-    /// The underlying file, to memory-map it or read it.
-    fn std_file(&self) -> &File;
-    /// An independent handle to the same open file (for syncing from
-    /// another thread).
-    fn try_clone(&self) -> io::Result<Box<dyn FsFile>>;
-    /// Starts writing the bytes `written_to..upto` back to disk, and waits
-    /// until those below `written_to` are (Linux: `sync_file_range`; not
-    /// durable: no metadata, no cache flush). A writer of a large file
-    /// calls it as it goes, so that the file's dirty pages never pile up
-    /// (see `snapshot::WRITE_BEHIND`). Elsewhere it does nothing.
-    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
-        let _ = (written_to, upto);
-        Ok(())
-    }
+    /// Cuts or extends the file to `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The file's size in bytes.
+    fn size(&self) -> io::Result<u64>;
+    /// Whether the file has been removed from its directory while open (it
+    /// has no name left: its directory was deleted, say).
+    fn is_removed(&self) -> io::Result<bool>;
 }
 
 /// File-system operations.
 pub trait Fs: Send + Sync + 'static {
-    /// Creates (truncating) a file for writing and reading.
+    /// Creates (truncating) a file for reading and writing.
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Opens an existing file for reading and writing.
     fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Opens an existing file for reading.
-    fn open_read(&self, path: &Path) -> io::Result<File>;
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Renames atomically.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
@@ -78,22 +44,59 @@ pub trait Fs: Send + Sync + 'static {
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Fsyncs a directory, making creates, renames and removes in it durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
-    /// Lists a directory's file names.
+    /// Lists a directory's entries, sorted.
     fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
-    /// The machine's boot id (Linux: `/proc/sys/kernel/random/boot_id`),
-    /// which changes at every boot; zeros where there is none. The log's
-    /// sync mark keeps it, to tell a power loss from a process kill
-    /// (tests that model a power loss give another).
-    fn boot_id(&self) -> [u8; 16] {
-        let mut id = [0u8; 16];
-        if let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-            let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
-            for (i, pair) in hex.chunks(2).take(16).enumerate() {
-                let digits = std::str::from_utf8(pair).unwrap_or("0");
-                id[i] = u8::from_str_radix(digits, 16).unwrap_or(0);
+    /// Takes an exclusive advisory lock on `path` (created if missing),
+    /// held until the returned value is dropped; `WouldBlock` if another
+    /// process holds it.
+    fn try_lock(&self, path: &Path) -> io::Result<Box<dyn Send + Sync>>;
+}
+
+/// Reads a whole file.
+pub(crate) fn read_all(file: &dyn FsFile) -> io::Result<Vec<u8>> {
+    let len = file.size()?;
+    let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+    let mut at = 0;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], at as u64)? {
+            0 => {
+                buf.truncate(at);
+                break;
             }
+            n => at += n,
         }
-        id
+    }
+    Ok(buf)
+}
+
+/// `io::Read` over an [`FsFile`], from offset 0.
+pub(crate) struct FsReader<'a> {
+    pub(crate) file: &'a dyn FsFile,
+    pub(crate) pos: u64,
+}
+
+impl io::Read for FsReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// `io::Write` over an [`FsFile`], appending from offset 0.
+pub(crate) struct FsWriter<'a> {
+    pub(crate) file: &'a dyn FsFile,
+    pub(crate) pos: u64,
+}
+
+impl io::Write for FsWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write_all_at(buf, self.pos)?;
+        self.pos += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -125,64 +128,26 @@ pub(crate) fn install(
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
 
-pub(crate) struct RealFile(pub(crate) File);
+struct RealFile(File);
 
 impl FsFile for RealFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        io::Write::write_all(&mut self.0, buf)
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.0, buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
     }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        rustix::fs::fallocate(&self.0, rustix::fs::FallocateFlags::empty(), 0, len)
-            .map_err(io::Error::from)
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
     }
-    fn std_file(&self) -> &File {
-        &self.0
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
     }
-    fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
-        Ok(Box::new(RealFile(self.0.try_clone()?)))
-    }
-    #[cfg(target_os = "linux")]
-    fn drop_cached(&self, from: u64, to: u64) {
-        if to > from {
-            let len = std::num::NonZeroU64::new(to - from).filter(|_| to != u64::MAX);
-            let _ = rustix::fs::fadvise(&self.0, from, len, rustix::fs::Advice::DontNeed);
-        }
-    }
-    #[cfg(target_os = "linux")]
-    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let range = |from: u64, to: u64, flags: libc::c_uint| {
-            let (from, len) = (from as libc::off64_t, (to - from) as libc::off64_t);
-            // SAFETY: a plain system call on a file descriptor we own.
-            match unsafe { libc::sync_file_range(self.0.as_raw_fd(), from, len, flags) } {
-                0 => Ok(()),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    // A pacing aid only: where there is none (a sandbox, a
-                    // file system without it), the fsync does it all.
-                    match e.raw_os_error() {
-                        Some(libc::ENOSYS | libc::EOPNOTSUPP) => Ok(()),
-                        _ => Err(e),
-                    }
-                }
-            }
-        };
-        if upto > written_to {
-            range(written_to, upto, libc::SYNC_FILE_RANGE_WRITE)?;
-        }
-        if written_to > 0 {
-            range(
-                0,
-                written_to,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            )?;
-        }
-        Ok(())
+    fn is_removed(&self) -> io::Result<bool> {
+        Ok(std::os::unix::fs::MetadataExt::nlink(&self.0.metadata()?) == 0)
     }
 }
 
@@ -203,8 +168,8 @@ impl Fs for RealFs {
             .open(path)?;
         Ok(Box::new(RealFile(f)))
     }
-    fn open_read(&self, path: &Path) -> io::Result<File> {
-        File::open(path)
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(RealFile(File::open(path)?)))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         std::fs::rename(from, to)
@@ -225,5 +190,18 @@ impl Fs for RealFs {
         }
         out.sort();
         Ok(out)
+    }
+    fn try_lock(&self, path: &Path) -> io::Result<Box<dyn Send + Sync>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
     }
 }

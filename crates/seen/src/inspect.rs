@@ -128,16 +128,6 @@ fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
             report.insert("lsn".into(), json!(snap.lsn));
             report.insert("expire_at_unix_ms".into(), json!(snap.expire_at_ms));
             describe(&snap.filter, &mut report);
-            // A copy taken while adds went on: its own count is the one read
-            // during the copy; the server's count after replaying the log up
-            // to `count_lsn` is this one.
-            if let Some((count_lsn, count)) = snap.count_after_replay {
-                report.insert("count_lsn".into(), json!(count_lsn));
-                report.insert("items_after_replay".into(), json!(count));
-            }
-            if snap.pieces > 0 {
-                report.insert("copied_in_pieces".into(), json!(snap.pieces));
-            }
         }
         other => bail!(
             "'{}' is not a seen filter or snapshot (it starts with {:?}, not SEENFLTR or SEENSNAP)",

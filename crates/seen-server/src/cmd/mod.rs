@@ -156,7 +156,7 @@ impl KeyKind {
 pub(crate) fn key_kind(shared: &Shared, key: &[u8]) -> Result<Option<KeyKind>, Reply> {
     shared
         .store
-        .with_filter_shared(key, KeyKind::of)
+        .with_filter(key, KeyKind::of)
         .map_err(|e| store_error(&e))
 }
 

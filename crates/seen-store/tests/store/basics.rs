@@ -82,7 +82,7 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     }
     assert_eq!(
         std::fs::read_to_string(&format).unwrap(),
-        "seen-store data directory, format 6\n"
+        "seen-store data directory, format 7\n"
     );
     // A directory from before the file (format 1) is marked as of this
     // format, and opens as before.
@@ -95,11 +95,11 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     drop(s);
     assert!(std::fs::read_to_string(&format)
         .unwrap()
-        .ends_with("format 6\n"));
+        .ends_with("format 7\n"));
     for (text, want) in [
         (
-            "seen-store data directory, format 7\n",
-            "format 7, written by a later seen",
+            "seen-store data directory, format 8\n",
+            "format 8, written by a later seen",
         ),
         ("something else\n", "not a format line"),
     ] {
@@ -339,9 +339,8 @@ fn checkpoints_drop_covered_log_segments() {
         let v = items(&format!("{round}-"), 500);
         s.add(b"f", &refs(&v), None).unwrap();
     }
-    // Segment files, not a lane's spare (made ahead, `spare.<lane>.tmp`).
     let names = || -> Vec<String> {
-        std::fs::read_dir(s.wal_dir())
+        std::fs::read_dir(s.log_dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .filter(|n| n.ends_with(".log"))
@@ -349,18 +348,8 @@ fn checkpoints_drop_covered_log_segments() {
     };
     assert!(names().len() > 3, "{:?}", names());
     s.checkpoint().unwrap();
-    let names = names();
-    // What is left is each used lane's new segment (<lsn>.<lane>.<seq>.log;
-    // a writer whose lane is held for a moment goes on in another).
-    let mut lanes: Vec<&str> = names.iter().map(|n| &n[21..23]).collect();
-    lanes.sort();
-    lanes.dedup();
-    assert_eq!(
-        lanes.len(),
-        names.len(),
-        "two segments of one lane: {names:?}"
-    );
-    assert!(names.len() <= 4, "{names:?}");
+    // What is left is the segment the checkpoint began.
+    assert_eq!(names().len(), 1, "{:?}", names());
 }
 
 /// A RedisBloom dump loaded chunk by chunk (`BF.LOADCHUNK`) is logged, so
@@ -444,8 +433,7 @@ fn redis_header_over_the_limit_is_refused() {
 fn replay_of_interleaved_filters_and_recovery_figures() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (items("a", 500), items("b", 500), items("c", 300));
-    // Under `always`, where no add is staged (docs/FORMAT.md, section
-    // 6.5): one record per add.
+    // One record per add that finds its item absent.
     {
         let s = Store::open(dir.path(), opts(FsyncPolicy::Always)).unwrap();
         let r = s.recovery();
@@ -470,10 +458,11 @@ fn replay_of_interleaved_filters_and_recovery_figures() {
     let r = s.recovery().clone();
     assert_eq!(r.snapshots, 2, "{r:?}");
     // 1,000 adds, a delete, a create, 300 adds; each add record of one
-    // hash is 32 bytes (the short form), the delete 32 (8 + 9 + an 8-byte
-    // id, padded), the create 56 (8 + 9 + id, spec, name length, name).
+    // hash is 48 bytes (8 + 9 + id, count, hash: 45, padded), the delete
+    // 32 (8 + 9 + an 8-byte id, padded), the create 56 (8 + 9 + id, spec,
+    // name length, name).
     assert_eq!(r.records, 1302, "{r:?}");
-    assert_eq!(r.log_bytes, 1300 * 32 + 32 + 56, "{r:?}");
+    assert_eq!(r.log_bytes, 1300 * 48 + 32 + 56, "{r:?}");
     assert!(r.replay_rate() > 0.0);
     let all = |name: &[u8], v: &[String]| {
         s.contains(name, &refs(v))
@@ -523,8 +512,7 @@ fn replay_of_many_adds_gives_the_same_filter() {
         encode(&s)
     };
     let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
-    // About 150,000 hashes (16 bytes each), staged and copied into the
-    // log in records of up to 256.
+    // About 150,000 hashes (16 bytes each), a record per call.
     let r = s.recovery();
     assert!(r.log_bytes > 150_000 * 16 && r.records > 500, "{r:?}");
     assert_eq!(encode(&s), before);
@@ -592,7 +580,7 @@ fn an_idle_filter_keeps_no_log_segment() {
     s.add(b"idle", &[b"x"], None).unwrap();
     s.checkpoint().unwrap();
     let segments = || {
-        std::fs::read_dir(s.wal_dir())
+        std::fs::read_dir(s.log_dir())
             .unwrap()
             .filter(|e| {
                 e.as_ref()
@@ -612,8 +600,8 @@ fn an_idle_filter_keeps_no_log_segment() {
         s.checkpoint().unwrap();
         counts.push(segments());
     }
-    // One current segment per lane used, at most: nothing accumulates.
-    assert!(counts.iter().all(|&c| c <= 4), "{counts:?}");
+    // The segment each checkpoint began: nothing accumulates.
+    assert!(counts.iter().all(|&c| c == 1), "{counts:?}");
     drop(s);
     let s = Store::open(dir.path(), opts(FsyncPolicy::EverySec)).unwrap();
     assert!(s.contains(b"idle", &[b"x"]).unwrap().unwrap()[0]);
@@ -626,11 +614,10 @@ fn an_idle_filter_keeps_no_log_segment() {
         .all(|p| *p));
 }
 
-/// Staged adds reach the log in records of up to 256 hashes (4 KiB), or
-/// fewer where a segment is smaller: a store with 4 KiB segments takes
-/// thousands of single-item adds and reopens with them all.
+/// A store with 4 KiB segments rolls every 85 single-item adds, and
+/// reopens with them all.
 #[test]
-fn staged_adds_fit_segments_smaller_than_a_batch() {
+fn adds_over_many_small_segments() {
     let dir = tempfile::tempdir().unwrap();
     let small = StoreOptions {
         fsync: FsyncPolicy::EverySec,

@@ -22,10 +22,6 @@ fn crash_rounds(policy: &str, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acknowledged: Vec<String> = Vec::new();
-    // Adds recovered from staging rings (docs/FORMAT.md, section 6.5):
-    // the fixed-size filter's adds under `everysec` wait there for their
-    // batch, so most kills while the child adds leave some.
-    let mut staged = 0;
     for round in 0..rounds() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_seen-store-crash-child"))
             .args([
@@ -103,7 +99,6 @@ fn crash_rounds(policy: &str, seed: u64) {
             ..Default::default()
         };
         let store = Store::open(dir.path(), reopen).expect("reopen");
-        staged += store.recovery().staged;
         let last = round + 1 == rounds();
         let mut check: Vec<&String> = acknowledged[before..].iter().collect();
         if last {
@@ -146,18 +141,7 @@ fn crash_rounds(policy: &str, seed: u64) {
         "the child acknowledged too few items ({}) for the test to mean anything",
         acknowledged.len()
     );
-    if policy == "always" {
-        assert_eq!(staged, 0, "nothing is staged under always");
-    } else if rounds() >= 10 {
-        assert!(
-            staged > 0,
-            "no kill left a staged add: the rings went untested"
-        );
-    }
-    eprintln!(
-        "{policy}: {} acknowledged, {staged} adds recovered from staging rings",
-        acknowledged.len()
-    );
+    eprintln!("{policy}: {} acknowledged", acknowledged.len());
 }
 
 #[test]
@@ -171,11 +155,10 @@ fn kill_9_loses_nothing_acknowledged_fsync_everysec() {
 }
 
 /// Copies directory `from` into `to`, file by file (no subdirectories
-/// but those named). The log's sync mark (`wal/SYNCED`) first: copied
+/// but those named). The log's sync mark (`log/SYNCED`) first: copied
 /// after a segment, it could say more of that segment was written than
 /// the copy holds, which the open rightly calls corruption (a copy is not
-/// taken at one moment, as a kill's page cache is; CI simulation,
-/// session 27).
+/// taken at one moment, as a kill's page cache is).
 pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[&str]) {
     for sub in subdirs {
         let (f, t) = (from.join(sub), to.join(sub));
@@ -187,7 +170,7 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[
         paths.sort_by_key(|p| p.file_name().is_none_or(|n| n != "SYNCED"));
         for p in paths {
             if p.is_file() {
-                // The log's helper may rename or remove a spare meanwhile.
+                // A checkpoint may remove a segment meanwhile.
                 match std::fs::copy(&p, t.join(p.file_name().unwrap())) {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     other => {
@@ -199,9 +182,8 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path, subdirs: &[
     }
 }
 
-/// `everysec`, where single-item adds to a fixed-size Bloom filter are
-/// staged in rings, and the spec of such a filter.
-fn staging() -> (StoreOptions, seen_store::FilterSpec) {
+/// `everysec`, and a fixed-size Bloom filter.
+fn everysec_bloom() -> (StoreOptions, seen_store::FilterSpec) {
     let opts = StoreOptions {
         fsync: seen_store::FsyncPolicy::EverySec,
         ..Default::default()
@@ -214,34 +196,29 @@ fn staging() -> (StoreOptions, seen_store::FilterSpec) {
     (opts, spec)
 }
 
-/// What a `kill -9` of the store open in `dir` would leave now, copied
-/// into `copy` (the page cache is the files' contents; the staging rings
-/// first: an add the log's helper copies out of a ring meanwhile is then
-/// in the copy's log, or still in its ring), and reopened there.
+/// What a `kill -9` of the store open in `dir` would leave now (the page
+/// cache is the files' contents), copied into `copy` and reopened there.
 fn reopen_killed_copy(dir: &std::path::Path, copy: &std::path::Path, opts: StoreOptions) -> Store {
-    copy_dir(dir, copy, &["rings", "snapshots", "wal"]);
+    copy_dir(dir, copy, &["snapshots", "log"]);
     std::fs::copy(dir.join("FORMAT"), copy.join("FORMAT")).unwrap();
     Store::open(copy, opts).unwrap()
 }
 
 /// A copy of the data directory taken while the store is open (see
 /// [`reopen_killed_copy`]) must reopen with every add acknowledged before
-/// the copy, the last of them from the rings, and the same filter, bits
-/// and count, as the one the adds made.
+/// the copy, and the same filter, bits and count, as the one the adds
+/// made.
 #[test]
-fn a_copy_taken_while_open_reopens_with_every_staged_add() {
+fn a_copy_taken_while_open_reopens_with_every_add() {
     let dir = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
-    let (opts, spec) = staging();
+    let (opts, spec) = everysec_bloom();
     let items: Vec<Vec<u8>> = (0..1000)
         .map(|i| format!("item-{i}").into_bytes())
         .collect();
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     store.create(b"f", &spec).unwrap();
-    // One item a call, as a server adds: each time the thread's ring
-    // holds 256 adds they go to the log, and the rest waits in the ring
-    // (unless the log's helper copies it out first, every 100 ms: then
-    // the writer's batches start again from what the helper left).
+    // One item a call, as a server adds.
     for it in &items {
         assert!(store.add(b"f", &[it], None).unwrap().new[0]);
     }
@@ -257,12 +234,7 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
     let before = bytes_of(&store);
     let reopened = reopen_killed_copy(dir.path(), copy.path(), opts);
     let r = reopened.recovery().clone();
-    eprintln!("{r:?}");
-    // At most one batch: an add copies its ring into the log first if it
-    // holds 256 adds, then stages. (It was "at most 1000 - 3 x 256", which
-    // a copy by the helper part-way through a batch breaks: 243 staged,
-    // in one CI simulation.)
-    assert!(r.staged <= 256, "{r:?}");
+    assert_eq!(r.adds, 1000, "{r:?}");
     let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
     let present = reopened.contains(b"f", &refs).unwrap().unwrap();
     assert!(present.iter().all(|&p| p), "an acknowledged add was lost");
@@ -270,14 +242,14 @@ fn a_copy_taken_while_open_reopens_with_every_staged_add() {
     drop(store);
 }
 
-/// A filter deleted (and its name taken by a new one) while adds to it are
-/// still staged: a process killed then reopens without them, the new
-/// filter holding only its own items.
+/// A filter deleted (and its name taken by a new one): a process killed
+/// then reopens without its adds, the new filter holding only its own
+/// items.
 #[test]
-fn adds_staged_to_a_deleted_filter_stay_deleted() {
+fn adds_to_a_deleted_filter_stay_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
-    let (opts, spec) = staging();
+    let (opts, spec) = everysec_bloom();
     let old: Vec<Vec<u8>> = (0..200).map(|i| format!("old-{i}").into_bytes()).collect();
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     store.create(b"f", &spec).unwrap();
@@ -304,20 +276,13 @@ fn adds_staged_to_a_deleted_filter_stay_deleted() {
     drop(store);
 }
 
-/// A scalable chain's adds with room reserved are staged too (the room is
-/// reserved only far from the newest sub-filter's capacity: 2^21 items):
-/// a kill after the chain grew, with adds staged since, reopens it with
-/// every add, bit for bit and count for count (one writer, so that the
-/// order of its adds is the log's). (The copy of the rings before an add
-/// that may grow the chain matters when staged adds still wait then,
-/// which the page helper's copies every 100 ms make rare here; the unit
-/// tests `store::tests::adds_staged_in_a_chain_reach_the_log_*` pause
-/// those copies to force it.)
+/// A kill after a scalable chain grew, with adds since, reopens it with
+/// every add, bit for bit and count for count.
 #[test]
 fn a_grown_chain_reopens_bit_for_bit_from_a_copy_taken_while_open() {
     let dir = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
-    let (opts, _) = staging();
+    let (opts, _) = everysec_bloom();
     let chain = seen_store::FilterSpec::Scalable {
         capacity: 2_100_000,
         error_rate: 0.01,
@@ -329,9 +294,8 @@ fn a_grown_chain_reopens_bit_for_bit_from_a_copy_taken_while_open() {
     let n = 2_150_000u64;
     let store = Store::open(dir.path(), opts.clone()).unwrap();
     store.create(b"c", &chain).unwrap();
-    // Single items and batches of 7: staged far from the first
-    // sub-filter's capacity, then logged at once near it, then the chain
-    // grows, and the last adds are staged again.
+    // Single items and batches of 7, across the first sub-filter's
+    // capacity.
     let mut i = 0;
     while i < n {
         let k = if (i / 1000) % 2 == 0 { 1 } else { 7 };
@@ -371,8 +335,58 @@ fn a_grown_chain_reopens_bit_for_bit_from_a_copy_taken_while_open() {
 }
 
 /// `no` promises the same across a process kill: what it acknowledged is
-/// in the page cache (a ring or a log page), only not synced.
+/// in the page cache, only not synced.
 #[test]
 fn kill_9_loses_nothing_acknowledged_fsync_no() {
     crash_rounds("no", 3);
+}
+
+/// Bytes of the files in `dir` and its subdirectories.
+fn file_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            match e.metadata().unwrap() {
+                m if m.is_dir() => file_bytes(&e.path()),
+                m => m.len(),
+            }
+        })
+        .sum()
+}
+
+/// A crash loop: 20 processes that each open the directory, add one item
+/// and die. Each goes on in the log the last one left, so the directory
+/// grows by the records they wrote (48 bytes an add of one item), not by
+/// a file per start.
+#[test]
+fn crash_restarts_grow_the_directory_by_no_more_than_the_log_they_wrote() {
+    for policy in ["always", "everysec", "no"] {
+        let dir = tempfile::tempdir().unwrap();
+        let crash = |i: usize| {
+            let status = Command::new(env!("CARGO_BIN_EXE_seen-store-crash-child"))
+                .args([
+                    dir.path().to_str().unwrap(),
+                    policy,
+                    "once",
+                    &format!("item-{i}"),
+                ])
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(!status.success(), "{policy}: the child did not die");
+        };
+        crash(0);
+        let before = file_bytes(dir.path());
+        for i in 1..=20 {
+            crash(i);
+        }
+        let grown = file_bytes(dir.path()) - before;
+        assert!(grown <= 20 * 48, "{policy}: {grown} bytes for 20 adds");
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let items: Vec<String> = (0..=20).map(|i| format!("item-{i}")).collect();
+        let refs: Vec<&[u8]> = items.iter().map(|i| i.as_bytes()).collect();
+        let found = s.contains(b"once", &refs).unwrap().unwrap();
+        assert!(found.iter().all(|&f| f), "{policy}: {found:?}");
+    }
 }

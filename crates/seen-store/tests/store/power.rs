@@ -15,9 +15,8 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,15 +136,25 @@ fn split(path: &Path) -> (PathBuf, OsString) {
     )
 }
 
-fn read_whole(f: &File) -> io::Result<Vec<u8>> {
-    let mut bytes = vec![0; f.metadata()?.len() as usize];
-    f.read_exact_at(&mut bytes, 0)?;
+fn read_whole(f: &dyn FsFile) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0; f.size()? as usize];
+    let mut at = 0;
+    while at < bytes.len() {
+        match f.read_at(&mut bytes[at..], at as u64)? {
+            0 => break,
+            n => at += n,
+        }
+    }
+    bytes.truncate(at);
     Ok(bytes)
 }
 
 impl FsFile for PowerFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.inner.write_all(buf)
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_all_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
         if self.disk.lock().unwrap().dead {
@@ -159,7 +168,7 @@ impl FsFile for PowerFile {
         }
         // Read after the sync: it holds at least what the sync made
         // durable (later writes may be on the disk too, as they may be).
-        let bytes = read_whole(self.inner.std_file())?;
+        let bytes = read_whole(&*self.inner)?;
         let acked = self.acked.load(Ordering::SeqCst);
         let len = bytes.len();
         disk.durable.insert(self.id, bytes);
@@ -170,30 +179,19 @@ impl FsFile for PowerFile {
         }
         Ok(())
     }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.inner.allocate(len)
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
     }
-    fn zero_fill(&self, len: u64) -> io::Result<()> {
-        self.inner.zero_fill(len)
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
     }
-    fn std_file(&self) -> &File {
-        self.inner.std_file()
+    fn is_removed(&self) -> io::Result<bool> {
+        self.inner.is_removed()
     }
-    fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
-        Ok(Box::new(PowerFile {
-            inner: self.inner.try_clone()?,
-            disk: self.disk.clone(),
-            id: self.id,
-            mark: self.mark,
-            acked: self.acked.clone(),
-        }))
-    }
-    fn drop_cached(&self, from: u64, to: u64) {
-        self.inner.drop_cached(from, to)
-    }
-    fn write_behind(&self, written_to: u64, upto: u64) -> io::Result<()> {
-        self.inner.write_behind(written_to, upto)
-    }
+}
+
+fn inode(path: &Path) -> io::Result<u64> {
+    Ok(std::fs::metadata(path)?.ino())
 }
 
 impl PowerFs {
@@ -223,10 +221,10 @@ impl PowerFs {
                 let entry = entry.unwrap();
                 // A file the store removes meanwhile is read as it was
                 // when last synced.
-                let Ok(f) = File::open(entry.path()) else {
+                let Ok(f) = RealFs.open_read(&entry.path()) else {
                     continue;
                 };
-                if let (Ok(meta), Ok(bytes)) = (f.metadata(), read_whole(&f)) {
+                if let (Ok(meta), Ok(bytes)) = (entry.metadata(), read_whole(&*f)) {
                     if let Some(id) = disk.ids.get(&meta.ino()).filter(|_| meta.is_file()) {
                         now.insert(*id, bytes);
                     }
@@ -279,7 +277,7 @@ impl PowerFs {
 impl Fs for PowerFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         let inner = RealFs.create(path)?;
-        let ino = inner.std_file().metadata()?.ino();
+        let ino = inode(path)?;
         let (dir, name) = split(path);
         let id = {
             let mut disk = self.disk.lock().unwrap();
@@ -300,7 +298,7 @@ impl Fs for PowerFs {
     }
     fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         let inner = RealFs.open_rw(path)?;
-        let ino = inner.std_file().metadata()?.ino();
+        let ino = inode(path)?;
         let id = *self
             .disk
             .lock()
@@ -316,8 +314,22 @@ impl Fs for PowerFs {
             acked: self.acked.clone(),
         }))
     }
-    fn open_read(&self, path: &Path) -> io::Result<File> {
-        RealFs.open_read(path)
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        // Opens under the store's own writes are of its logs' files, and
+        // syncs through them count as syncs of those files.
+        let ino = inode(path)?;
+        let id = self.disk.lock().unwrap().ids.get(&ino).copied();
+        let inner = RealFs.open_read(path)?;
+        match id {
+            Some(id) => Ok(Box::new(PowerFile {
+                inner,
+                disk: self.disk.clone(),
+                id,
+                mark: path.file_name().is_some_and(|n| n == "SYNCED"),
+                acked: self.acked.clone(),
+            })),
+            None => Ok(inner),
+        }
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         RealFs.rename(from, to)?;
@@ -365,40 +377,8 @@ impl Fs for PowerFs {
     fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         RealFs.list(path)
     }
-}
-
-/// The real file system after a reboot: another boot id.
-struct Rebooted;
-
-impl Fs for Rebooted {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        RealFs.create(path)
-    }
-    fn open_rw(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        RealFs.open_rw(path)
-    }
-    fn open_read(&self, path: &Path) -> io::Result<File> {
-        RealFs.open_read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.sync_dir(path)
-    }
-    fn list(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        RealFs.list(path)
-    }
-    fn boot_id(&self) -> [u8; 16] {
-        let mut id = RealFs.boot_id();
-        id[0] ^= 0xff;
-        id
+    fn try_lock(&self, path: &Path) -> io::Result<Box<dyn Send + Sync>> {
+        RealFs.try_lock(path)
     }
 }
 
@@ -813,7 +793,7 @@ fn reboot(
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::write(&to, bytes).unwrap();
     }
-    match Store::open_with_fs(after.path(), StoreOptions::default(), Arc::new(Rebooted)) {
+    match Store::open_with_fs(after.path(), StoreOptions::default(), Arc::new(RealFs)) {
         Ok(s) => (after, s, false),
         Err(e)
             if salvage
@@ -823,7 +803,7 @@ fn reboot(
                 salvage: true,
                 ..Default::default()
             };
-            let s = Store::open_with_fs(after.path(), opts, Arc::new(Rebooted)).unwrap();
+            let s = Store::open_with_fs(after.path(), opts, Arc::new(RealFs)).unwrap();
             (after, s, true)
         }
         Err(e) => {

@@ -1,16 +1,13 @@
 //! Races between a checkpoint and the clients of the store.
 
-use std::fs::File;
-use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
-use seen_store::fs::{Fs, FsFile, RealFs};
 use seen_store::{FsyncPolicy, Store, StoreOptions};
 
 use crate::basics::bloom;
+use crate::faulty::FaultyFs;
 
 /// Holds the first snapshot rename after it is armed until released.
 #[derive(Default)]
@@ -30,46 +27,6 @@ impl Gate {
     }
 }
 
-struct GatedFs {
-    real: RealFs,
-    gate: Arc<Gate>,
-}
-
-impl Fs for GatedFs {
-    fn create(&self, p: &Path) -> io::Result<Box<dyn FsFile>> {
-        self.real.create(p)
-    }
-    fn open_rw(&self, p: &Path) -> io::Result<Box<dyn FsFile>> {
-        self.real.open_rw(p)
-    }
-    fn open_read(&self, p: &Path) -> io::Result<File> {
-        self.real.open_read(p)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        // A snapshot's rename (not that of a log lane's spare segment,
-        // which a roll does holding the lane).
-        let snapshot = to.extension().is_some_and(|e| e == "snap");
-        if snapshot && self.gate.armed.swap(false, Ordering::SeqCst) {
-            self.gate.state.lock().unwrap().0 = true;
-            self.gate.cv.notify_all();
-            self.gate.wait_for(|s| s.1);
-        }
-        self.real.rename(from, to)
-    }
-    fn remove(&self, p: &Path) -> io::Result<()> {
-        self.real.remove(p)
-    }
-    fn create_dir_all(&self, p: &Path) -> io::Result<()> {
-        self.real.create_dir_all(p)
-    }
-    fn sync_dir(&self, p: &Path) -> io::Result<()> {
-        self.real.sync_dir(p)
-    }
-    fn list(&self, p: &Path) -> io::Result<Vec<PathBuf>> {
-        self.real.list(p)
-    }
-}
-
 /// A checkpoint that finds a filter expired deletes that filter, not one
 /// made under the same name while the checkpoint ran (which had an
 /// acknowledged add). Found by a review; before the fix the add was lost
@@ -79,10 +36,20 @@ fn a_checkpoint_does_not_delete_a_filter_made_again_meanwhile() {
     for round in 0..10 {
         let dir = tempfile::tempdir().unwrap();
         let gate = Arc::new(Gate::default());
-        let fs = Arc::new(GatedFs {
-            real: RealFs,
-            gate: gate.clone(),
-        });
+        let (fs, faults) = FaultyFs::new();
+        {
+            let gate = gate.clone();
+            *faults.on_rename.lock().unwrap() = Some(Box::new(move |to| {
+                let snapshot = to.extension().is_some_and(|e| e == "snap");
+                if !(snapshot && gate.armed.swap(false, Ordering::SeqCst)) {
+                    return false;
+                }
+                gate.state.lock().unwrap().0 = true;
+                gate.cv.notify_all();
+                gate.wait_for(|s| s.1);
+                true
+            }));
+        }
         let opts = StoreOptions {
             fsync: FsyncPolicy::EverySec,
             segment_size: 1 << 20,

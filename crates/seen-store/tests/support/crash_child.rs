@@ -3,10 +3,13 @@
 //! the parent kills it. Each item goes to a scalable chain in a batch (of 1
 //! to 7 items), and on its own to a fixed-size Bloom filter (the path of
 //! most of a server's adds), where an earlier item of the thread is added
-//! again too (present: it logs nothing), and to a chain far
-//! from its capacity (staged, as the fixed-size filter's adds).
+//! again too (present: it logs nothing), and to a chain far from its
+//! capacity.
 //!
 //! Usage: seen-store-crash-child DIR always|everysec|no ROUND THREADS
+//!
+//! With `once ITEM` for `ROUND THREADS`, it adds ITEM alone and then dies
+//! at once (an abort: no destructor, no flush), as a crash loop would.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -37,6 +40,18 @@ fn main() {
         eprintln!("seen-store-crash-child: {info}");
         std::process::abort();
     }));
+    if args[3] == "once" {
+        let store = Store::open(&args[1], opts).expect("open store");
+        let bloom = FilterSpec::Bloom {
+            capacity: 1000,
+            error_rate: 0.01,
+            layout: Layout::Blocked,
+        };
+        store
+            .add(b"once", &[args[4].as_bytes()], Some(&bloom))
+            .expect("add");
+        std::process::abort();
+    }
     let round: u64 = args[3].parse().expect("round");
     let threads: u64 = args[4].parse().expect("threads");
     let store = Arc::new(Store::open(&args[1], opts).expect("open store"));
@@ -52,8 +67,7 @@ fn main() {
         error_rate: 0.001,
         layout: Layout::Blocked,
     };
-    // A chain far from its capacity: its adds reserve room and are staged
-    // in rings under `everysec`, as the fixed-size filter's are.
+    // A chain far from its capacity.
     let big_chain = FilterSpec::Scalable {
         capacity: 3_000_000,
         error_rate: 0.01,
@@ -96,13 +110,9 @@ fn main() {
                         out.flush().expect("flush");
                     }
                     // A checkpoint by the first thread every 50 ms, with
-                    // stdout unlocked: the other threads go on adding (and
-                    // staging) meanwhile, as a server's connections do, and
-                    // kills come in checkpoints under every policy. (With
-                    // every thread checkpointing every ~1,200 of its items,
-                    // holding the lock through it, all of them stalled
-                    // there, and most kills found the rings just copied
-                    // out.)
+                    // stdout unlocked: the other threads go on adding
+                    // meanwhile, as a server's connections do, and kills
+                    // come in checkpoints under every policy.
                     i += batch as u64;
                     if t == 0 && last_checkpoint.elapsed().as_millis() >= 50 {
                         let _ = store.checkpoint();

