@@ -171,47 +171,6 @@ pub struct BloomFilter {
     items: OwnLine,
 }
 
-/// What [`BloomFilter::hash`] and [`BloomFilter::prefetch`] need of a
-/// blocked filter, copied out of it ([`BloomFilter::prefetcher`]): for a
-/// caller that must take a lock before it may use the filter (a store's
-/// shared hold, say), so that the item's cache miss starts before the
-/// lock is taken rather than after. It holds the bit array's address as a
-/// number: a prefetch only hints the cache, and never faults or reads
-/// memory into the program, whatever the address (even if the filter is
-/// gone). A caller that uses the hash it gives for the filter itself must
-/// check [`Prefetcher::hashes_as`] first.
-#[derive(Clone, Copy, Debug)]
-pub struct Prefetcher {
-    algorithm: HashAlgorithm,
-    seed: u64,
-    base: usize,
-    blocks: u64,
-}
-
-impl Prefetcher {
-    /// The item's hash, as [`BloomFilter::hash`] of the filter it was
-    /// made from gives it.
-    #[inline]
-    pub fn hash(&self, item: &[u8]) -> ItemHash {
-        self.algorithm.hash(item, self.seed)
-    }
-
-    /// Starts loading the item's block, as [`BloomFilter::prefetch`] of
-    /// the filter it was made from does.
-    #[inline]
-    pub fn prefetch(&self, h: ItemHash) {
-        let block = crate::raw::fastrange(h.lo, self.blocks) as usize;
-        crate::bitmap::prefetch_read(self.base.wrapping_add(block * 64) as *const i8);
-    }
-
-    /// Whether `filter` hashes items as this does (same algorithm and
-    /// seed), so that [`hash`](Self::hash) is its hash.
-    #[inline]
-    pub fn hashes_as(&self, filter: &BloomFilter) -> bool {
-        self.algorithm == filter.hash_algorithm() && self.seed == filter.seed
-    }
-}
-
 /// A counter on cache lines of its own. Every add on every core writes
 /// the item count; next to the fields that every call only reads (the bit
 /// array's address and size), it would cost each call a miss whenever
@@ -361,63 +320,6 @@ impl BloomFilter {
         }
     }
 
-    /// Adds at most 16 hashed items, telling `log` first which of them are
-    /// not yet present: the add a write-ahead log needs, in which a record
-    /// of the items that will change the filter is written before their
-    /// bits are set. For each of `hashes`: whether it is present; then
-    /// `log(the absent ones)` (not called if there are none); then, only
-    /// if `log` succeeded, the absent ones are added as by
-    /// [`add_hash`](Self::add_hash), and the answers pushed to `new` (an
-    /// item another thread adds in between is answered not new, although
-    /// `log` saw it). On the blocked layout each item's block is found
-    /// and its mask computed once for both steps.
-    ///
-    /// A release fence separates `log` from the bit writes: a thread that
-    /// sees one of those bits and then issues an acquire fence also sees
-    /// every write `log` made (a log position, say).
-    ///
-    /// # Panics
-    ///
-    /// If `hashes` holds more than 16 items.
-    pub fn add_hashes_logged<E>(
-        &self,
-        hashes: &[ItemHash],
-        log: impl FnOnce(&[ItemHash]) -> Result<(), E>,
-        new: &mut Vec<bool>,
-    ) -> Result<(), E> {
-        assert!(
-            hashes.len() <= crate::raw::CHECKED_CHUNK,
-            "add_hashes_logged takes at most 16 items"
-        );
-        let added = match self.raw.layout() {
-            Layout::Blocked => self.raw.check_log_add(hashes, log, new)?,
-            Layout::Classic => {
-                let mut absent = [ItemHash::default(); crate::raw::CHECKED_CHUNK];
-                let mut n = 0;
-                for &h in hashes {
-                    if !self.raw.contains(h) {
-                        absent[n] = h;
-                        n += 1;
-                    }
-                }
-                if n > 0 {
-                    log(&absent[..n])?;
-                    std::sync::atomic::fence(Ordering::Release);
-                }
-                let before = new.len();
-                for &h in hashes {
-                    let _guard = StripeGuard::lock(h.lo);
-                    new.push(self.raw.add(h));
-                }
-                new[before..].iter().filter(|&&b| b).count() as u64
-            }
-        };
-        if added > 0 {
-            self.items.fetch_add(added, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
     /// Adds an item through exclusive access: the fastest single-threaded
     /// path (no atomic read-modify-write). Same answers as
     /// [`BloomFilter::add`].
@@ -443,19 +345,6 @@ impl BloomFilter {
     #[inline]
     pub fn prefetch(&self, h: ItemHash) {
         self.raw.prefetch(h);
-    }
-
-    /// What it takes to hash an item for this filter and start loading its
-    /// block, copied out of it (blocked layout; `None` for the classic
-    /// one): see [`Prefetcher`].
-    pub fn prefetcher(&self) -> Option<Prefetcher> {
-        let (base, blocks) = self.raw.block_addr_base()?;
-        Some(Prefetcher {
-            algorithm: self.hash_algorithm(),
-            seed: self.seed,
-            base,
-            blocks,
-        })
     }
 
     /// [`BloomFilter::contains`] for an already hashed item.
@@ -652,77 +541,6 @@ impl BloomFilter {
         new
     }
 
-    /// Adds many hashed items with exclusive access, the blocks split
-    /// between up to `threads` threads (each sets the bits of the items
-    /// whose block is in its share, in input order, prefetching ahead), so
-    /// that the memory misses of several cores overlap: for replaying a
-    /// log into a large filter. Returns how many items were new; the
-    /// answers and the count are those of adding the items one by one in
-    /// order (an item's repeats fall in the same share, in order). Small
-    /// batches, one thread and the classic layout run on the calling
-    /// thread.
-    ///
-    /// ```
-    /// use seen_core::BloomFilter;
-    /// let mut f = BloomFilter::new(100_000, 0.01).unwrap();
-    /// let hashes: Vec<_> = (0..50_000u32).map(|i| f.hash(i.to_le_bytes())).collect();
-    /// let new = f.add_hashes_mut_parallel(&hashes, 2);
-    /// assert_eq!(new, f.len());
-    /// assert!(hashes.iter().all(|&h| f.contains_hash(h)));
-    /// assert_eq!(f.add_hashes_mut_parallel(&hashes, 2), 0);
-    /// ```
-    pub fn add_hashes_mut_parallel(&mut self, hashes: &[ItemHash], threads: usize) -> u64 {
-        const AHEAD: usize = 32;
-        let blocks = self.raw.block_count();
-        let threads = threads.clamp(1, 16);
-        if threads == 1 || hashes.len() < 8192 || self.raw.layout() != Layout::Blocked {
-            let mut new = 0;
-            for (i, &h) in hashes.iter().enumerate() {
-                if let Some(&ahead) = hashes.get(i + AHEAD) {
-                    self.raw.prefetch(ahead);
-                }
-                new += self.add_hash_mut(h) as u64;
-            }
-            return new;
-        }
-        let raw = &self.raw;
-        let new: u64 = std::thread::scope(|s| {
-            let shares: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (lo, hi) = (blocks * t / threads, blocks * (t + 1) / threads);
-                    s.spawn(move || {
-                        let mine: Vec<ItemHash> = hashes
-                            .iter()
-                            .copied()
-                            .filter(|&h| (lo..hi).contains(&raw.block_index(h)))
-                            .collect();
-                        let mut new = 0u64;
-                        for &h in mine.iter().take(AHEAD) {
-                            raw.prefetch(h);
-                        }
-                        for (i, &h) in mine.iter().enumerate() {
-                            if let Some(&ahead) = mine.get(i + AHEAD) {
-                                raw.prefetch(ahead);
-                            }
-                            new += raw.add_in_own_block(h) as u64;
-                        }
-                        new
-                    })
-                })
-                .collect();
-            shares
-                .into_iter()
-                .map(|share| {
-                    share
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                })
-                .sum()
-        });
-        *self.items.get_mut() += new;
-        new
-    }
-
     pub(crate) fn items_counter(&self) -> &AtomicU64 {
         &self.items
     }
@@ -731,29 +549,6 @@ impl BloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_prefetcher_hashes_as_its_filter_and_only_the_blocked_layout_has_one() {
-        let f = BloomFilter::builder(10_000, 0.01).seed(42).build().unwrap();
-        let p = f.prefetcher().expect("blocked");
-        assert!(p.hashes_as(&f));
-        for i in 0..1000u32 {
-            let item = i.to_le_bytes();
-            let h = p.hash(&item);
-            assert_eq!(h, f.hash(item));
-            p.prefetch(h); // a hint: no effect to see, nor fault to meet
-        }
-        let other = BloomFilter::builder(10_000, 0.01).seed(43).build().unwrap();
-        assert!(!p.hashes_as(&other));
-        let classic = BloomFilter::builder(10_000, 0.01)
-            .layout(Layout::Classic)
-            .build()
-            .unwrap();
-        assert!(classic.prefetcher().is_none());
-        // The filter gone, its prefetcher still only hints.
-        drop(f);
-        p.prefetch(p.hash(b"x"));
-    }
 
     #[test]
     fn basic_both_layouts() {

@@ -596,26 +596,6 @@ impl CountingBloomFilter {
         write_all(w, &self.format_header(), self.words())
     }
 
-    /// Starts writing the filter in the seen byte format in pieces, for a
-    /// storage layer that copies a large filter while it changes: the
-    /// header now (with the count the filter has now), then the blocks in
-    /// order, some at a time, each piece from the filter as it is then
-    /// ([`CountingWriter::copy_blocks`], which only copies them, so that a
-    /// lock held for it is held briefly, then
-    /// [`CountingWriter::write_copied`]), then the checksum
-    /// ([`CountingWriter::finish`]). The bytes are [`encode`](Self::encode)'s
-    /// when the filter does not change meanwhile.
-    pub fn encode_in_pieces<W: Write>(&self, mut w: W) -> Result<CountingWriter<W>> {
-        w.write_all(&self.format_header().to_bytes())?;
-        Ok(CountingWriter {
-            w,
-            hasher: crc32fast::Hasher::new(),
-            next: 0,
-            blocks: self.blocks(),
-            copied: Vec::new(),
-        })
-    }
-
     fn format_header(&self) -> Header {
         Header {
             kind: FilterKind::Counting,
@@ -649,79 +629,6 @@ impl CountingBloomFilter {
     }
 }
 
-/// A counting filter being written in pieces
-/// ([`CountingBloomFilter::encode_in_pieces`]).
-pub struct CountingWriter<W: Write> {
-    w: W,
-    hasher: crc32fast::Hasher,
-    /// The next block to write, and how many the filter has.
-    next: u64,
-    blocks: u64,
-    /// Bytes copied and not written yet.
-    copied: Vec<u8>,
-}
-
-impl<W: Write> CountingWriter<W> {
-    /// Copies the next `n` blocks (fewer at the end) of `f`, which must be
-    /// the filter the writing began with, or one of its shape, to be
-    /// written by [`write_copied`](Self::write_copied) (or `finish`).
-    pub fn copy_blocks(&mut self, f: &CountingBloomFilter, n: u64) -> Result<()> {
-        if f.blocks() != self.blocks {
-            return Err(ErrorKind::Incompatible(format!(
-                "a counting filter of {} blocks written in pieces of one of {}",
-                self.blocks,
-                f.blocks()
-            ))
-            .into());
-        }
-        let end = self.next.saturating_add(n).min(self.blocks);
-        let words = f.block_words(self.next as usize..end as usize);
-        self.copied.reserve(((end - self.next) * 64) as usize);
-        for word in words {
-            self.copied.extend_from_slice(&word.to_le_bytes());
-        }
-        self.next = end;
-        Ok(())
-    }
-
-    /// Writes the blocks copied so far.
-    pub fn write_copied(&mut self) -> Result<()> {
-        for chunk in self.copied.chunks(BUF) {
-            self.hasher.update(chunk);
-            self.w.write_all(chunk)?;
-        }
-        self.copied.clear();
-        Ok(())
-    }
-
-    /// [`copy_blocks`](Self::copy_blocks), then
-    /// [`write_copied`](Self::write_copied).
-    pub fn write_blocks(&mut self, f: &CountingBloomFilter, n: u64) -> Result<()> {
-        self.copy_blocks(f, n)?;
-        self.write_copied()
-    }
-
-    /// Blocks not written yet.
-    pub fn remaining(&self) -> u64 {
-        self.blocks - self.next
-    }
-
-    /// Writes what is copied and the checksum, once every block is.
-    pub fn finish(mut self) -> Result<()> {
-        self.write_copied()?;
-        if self.next != self.blocks {
-            return Err(ErrorKind::Incompatible(format!(
-                "a counting filter written in pieces up to block {} of {}",
-                self.next, self.blocks
-            ))
-            .into());
-        }
-        self.w.write_all(&self.hasher.finalize().to_le_bytes())?;
-        self.w.flush()?;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -747,50 +654,6 @@ mod tests {
         let mut again = Vec::new();
         g.encode(&mut again).unwrap();
         assert_eq!(again, bytes, "encoding is deterministic");
-    }
-
-    #[test]
-    fn a_counting_filter_written_in_pieces() {
-        let mut f = CountingBloomFilter::new(1000, 0.01).unwrap();
-        for i in 0..300 {
-            f.add(format!("i{i}"));
-        }
-        let mut whole = Vec::new();
-        f.encode(&mut whole).unwrap();
-        // Unchanged between pieces: the same bytes, whatever the pieces.
-        for n in [1, 7, f.blocks(), f.blocks() + 5] {
-            let mut out = Vec::new();
-            let mut w = f.encode_in_pieces(&mut out).unwrap();
-            while w.remaining() > 0 {
-                w.write_blocks(&f, n).unwrap();
-            }
-            w.finish().unwrap();
-            assert_eq!(out, whole, "pieces of {n}");
-        }
-        // Changed between pieces: each piece as the filter was then.
-        let mut out = Vec::new();
-        let mut w = f.encode_in_pieces(&mut out).unwrap();
-        let half = f.blocks() / 2;
-        w.write_blocks(&f, half).unwrap();
-        let late: Vec<String> = (300..400).map(|i| format!("i{i}")).collect();
-        for item in &late {
-            f.add(item);
-        }
-        w.write_blocks(&f, f.blocks()).unwrap();
-        w.finish().unwrap();
-        let g = CountingBloomFilter::decode(&out[..], &DecodeOptions::default()).unwrap();
-        assert_eq!(g.len(), 300, "the count written first");
-        for item in &late {
-            if f.block_of(f.hash(item)) >= half {
-                assert!(g.contains(item), "{item} in a piece written after its add");
-            }
-        }
-        // A filter of another shape, or a writer finished early: errors.
-        let other = CountingBloomFilter::new(10, 0.01).unwrap();
-        let mut w = f.encode_in_pieces(Vec::new()).unwrap();
-        assert!(w.write_blocks(&other, 1).is_err());
-        w.write_blocks(&f, 1).unwrap();
-        assert!(w.finish().is_err());
     }
 
     #[test]

@@ -54,17 +54,17 @@ mod scalable;
 pub mod sizing;
 mod stats;
 
-pub use bloom::{BloomFilter, FilterBuilder, Prefetcher, DEFAULT_MAX_BYTES};
+pub use bloom::{BloomFilter, FilterBuilder, DEFAULT_MAX_BYTES};
 pub use budget::{Charge, MemoryBudget};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{Error, ErrorKind, Result};
-pub use format::{decode, AnyFilter, CountingWriter, DecodeOptions, FilterKind};
+pub use format::{decode, AnyFilter, DecodeOptions, FilterKind};
 pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
 pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;
 pub use scalable::{
-    ChainWriter, LinkInfo, ScalableBloomFilter, ScalableBuilder, DEFAULT_EXPANSION,
-    ERROR_TIGHTENING_RATIO, MAX_LINKS, MAX_WRITER_ITEMS,
+    LinkInfo, ScalableBloomFilter, ScalableBuilder, DEFAULT_EXPANSION, ERROR_TIGHTENING_RATIO,
+    MAX_LINKS,
 };
 pub use stats::FilterStats;
 

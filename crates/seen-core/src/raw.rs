@@ -71,9 +71,6 @@ impl Layout {
     }
 }
 
-/// The most items [`RawFilter::check_log_add`] takes at once.
-pub(crate) const CHECKED_CHUNK: usize = 16;
-
 /// `x_i = hi * LCG_JUMP[i].0 + LCG_JUMP[i].1` is the LCG walk's `i`-th state
 /// in closed form (`M^i` and `C (M^i - 1) / (M - 1)`), so the positions can
 /// be computed independently of each other instead of as a chain of
@@ -186,16 +183,6 @@ impl RawFilter {
         })
     }
 
-    /// The address of block 0's cache line and the number of blocks
-    /// (blocked layout; `None` for the classic one), for
-    /// [`crate::Prefetcher`].
-    pub(crate) fn block_addr_base(&self) -> Option<(usize, u64)> {
-        match self.layout {
-            Layout::Blocked => Some((self.map.block(0) as *const _ as usize, self.size)),
-            Layout::Classic => None,
-        }
-    }
-
     pub(crate) fn layout(&self) -> Layout {
         self.layout
     }
@@ -269,63 +256,6 @@ impl RawFilter {
         }
     }
 
-    /// Blocked layout only: for each of `hashes` (at most
-    /// [`CHECKED_CHUNK`]), whether it is absent; then `log(absent ones)`;
-    /// then, if that succeeded, sets the absent ones' bits as
-    /// [`add`](Self::add) does. Each item's block and mask are computed
-    /// once for both steps. Pushes each item's answer to `new` and returns
-    /// how many were new.
-    pub(crate) fn check_log_add<E>(
-        &self,
-        hashes: &[ItemHash],
-        log: impl FnOnce(&[ItemHash]) -> Result<(), E>,
-        new: &mut Vec<bool>,
-    ) -> Result<u64, E> {
-        assert!(self.layout == Layout::Blocked && hashes.len() <= CHECKED_CHUNK);
-        if let [h] = hashes {
-            // One item (most calls of a server): no arrays to set up.
-            let block = self.map.block(self.block_index(*h));
-            let mask = block_mask(h.hi, self.hashes);
-            let is_new = !block_has(block, &mask) && {
-                log(hashes)?;
-                std::sync::atomic::fence(Ordering::Release);
-                block_add_locked(block, &mask)
-            };
-            new.push(is_new);
-            return Ok(is_new as u64);
-        }
-        let mut absent = [ItemHash::default(); CHECKED_CHUNK];
-        let mut todo = [(0usize, [0u64; BLOCK_WORDS]); CHECKED_CHUNK];
-        let mut present = 0u32;
-        let mut n = 0;
-        for (i, &h) in hashes.iter().enumerate() {
-            let index = self.block_index(h);
-            let mask = block_mask(h.hi, self.hashes);
-            if block_has(self.map.block(index), &mask) {
-                present |= 1 << i;
-            } else {
-                absent[n] = h;
-                todo[n] = (index, mask);
-                n += 1;
-            }
-        }
-        if n > 0 {
-            log(&absent[..n])?;
-            std::sync::atomic::fence(Ordering::Release);
-        }
-        let mut added = 0;
-        let mut next = todo[..n].iter();
-        for i in 0..hashes.len() {
-            let is_new = present & (1 << i) == 0
-                && next
-                    .next()
-                    .is_some_and(|(index, mask)| block_add_locked(self.map.block(*index), mask));
-            added += is_new as u64;
-            new.push(is_new);
-        }
-        Ok(added)
-    }
-
     /// Sets the item's bits through `&self`; returns whether any was unset.
     ///
     /// Blocked layout: exact under concurrency on its own. A caller that
@@ -390,32 +320,6 @@ impl RawFilter {
                 new
             }
         }
-    }
-
-    /// Number of blocks (blocked layout).
-    pub(crate) fn block_count(&self) -> usize {
-        self.size as usize
-    }
-
-    /// Blocked layout: sets the item's bits with plain loads and stores
-    /// through `&self`, for callers that hold the filter exclusively and
-    /// have split its blocks between threads, so that no other thread
-    /// touches this item's block meanwhile. Returns whether any bit was
-    /// unset.
-    #[inline]
-    pub(crate) fn add_in_own_block(&self, h: ItemHash) -> bool {
-        debug_assert_eq!(self.layout, Layout::Blocked);
-        let block = self.map.block(self.block_index(h));
-        let mask = block_mask(h.hi, self.hashes);
-        let mut new = false;
-        for (w, m) in block.0.iter().zip(mask) {
-            let v = w.load(Ordering::Relaxed);
-            if v & m != m {
-                new = true;
-                w.store(v | m, Ordering::Relaxed);
-            }
-        }
-        new
     }
 
     /// Number of set bits among the addressable ones.

@@ -356,51 +356,6 @@ impl ScalableBloomFilter {
         }
     }
 
-    /// [`add_hash_mut`](Self::add_hash_mut) of an add that was accepted
-    /// once already: the replay of a log. Where `add_hash_mut` would fail
-    /// (the chain full, or its growth refused), the item goes into the
-    /// newest sub-filter anyway, past its capacity, and the error comes
-    /// back beside the answer: an acknowledged add is never dropped.
-    ///
-    /// Replay can meet a full chain earlier than the adds did: under
-    /// concurrent adds, which of two items whose bits overlap counts as
-    /// new depends on the order their bits were set in, and a log replays
-    /// them in another order, so a chain's count on replay can run a few
-    /// items ahead of the count the adds saw.
-    pub fn add_hash_mut_forced(&mut self, h: ItemHash) -> (bool, Option<crate::Error>) {
-        if self.contains_hash_mut(h) {
-            return (false, None);
-        }
-        let refused = self.room_mut().err();
-        (self.add_to_newest(h), refused)
-    }
-
-    /// Adds an item to the newest sub-filter, with exclusive access,
-    /// whatever its count (never growing the chain, never failing):
-    /// whether it was new. For replaying, over a copy of a chain taken
-    /// while adds went on into its newest sub-filter, the adds made during
-    /// the copy, until [`set_len_in_newest`](Self::set_len_in_newest) gives
-    /// the count the chain had once they were all made.
-    pub fn add_hash_mut_to_newest(&mut self, h: ItemHash) -> bool {
-        !self.contains_hash_mut(h) && self.add_to_newest(h)
-    }
-
-    /// Sets the chain's count to `items`, every sub-filter but the newest
-    /// keeping its own: the newest gets the rest (none if they hold more).
-    /// For a copy of a chain taken while adds went on, which went into the
-    /// newest sub-filter only (see
-    /// [`add_hash_mut_to_newest`](Self::add_hash_mut_to_newest)).
-    pub fn set_len_in_newest(&mut self, items: u64) {
-        let links = self.links_mut();
-        let (newest, older) = links
-            .split_last_mut()
-            .expect("a chain has at least one link");
-        let older: u64 = older.iter().map(|l| l.len()).sum();
-        let in_newest = items.saturating_sub(older);
-        link_mut(newest).set_len(in_newest);
-        *self.items.get_mut() = older + in_newest;
-    }
-
     /// Adds a new link if the chain still has `expected_len` links.
     fn grow(&self, expected_len: usize) -> Result<()> {
         let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
@@ -491,48 +446,6 @@ impl ScalableBloomFilter {
     /// [`contains`](Self::contains) for an already hashed item.
     pub fn contains_hash(&self, h: ItemHash) -> bool {
         self.read_links().iter().rev().any(|l| l.contains_hash(h))
-    }
-
-    /// A writer for a batch of at most `max_items` adds through `&self`
-    /// that reads the chain once instead of once per call: its
-    /// [`prefetch`](ChainWriter::prefetch),
-    /// [`contains_hash`](ChainWriter::contains_hash) and
-    /// [`add_hash`](ChainWriter::add_hash) give the answers of this
-    /// filter's, with fewer atomic operations on memory other cores share
-    /// (one reservation of room in the newest sub-filter for the whole
-    /// batch, one update of the item count). While a writer lives, the
-    /// chain cannot grow except through it, so keep it for one batch.
-    ///
-    /// Room is reserved only for batches of at most [`MAX_WRITER_ITEMS`]
-    /// on a newest link far from its capacity; otherwise (see
-    /// [`ChainWriter::has_reservation`]) the writer adds item by item
-    /// through [`add_hash`](Self::add_hash), and an add can then fail
-    /// (`Full`, or a growth refused).
-    pub fn writer(&self, max_items: usize) -> ChainWriter<'_> {
-        let links = self.read_links();
-        let cur = links.last().expect("a chain has at least one link");
-        let want = max_items as u64;
-        let cap = cur.capacity();
-        let mut reserved = 0;
-        // Reserve only for a bounded batch and far from the newest link's
-        // capacity, so that reservations in flight never make another
-        // writer find it full.
-        if want <= MAX_WRITER_ITEMS
-            && cur.link_items().load(Ordering::Relaxed) + want + WRITER_SLACK <= cap
-        {
-            let prev = cur.link_items().fetch_add(want, Ordering::Relaxed);
-            if prev + want + WRITER_SLACK <= cap {
-                reserved = want;
-            } else {
-                cur.link_items().fetch_sub(want, Ordering::Relaxed);
-            }
-        }
-        ChainWriter {
-            chain: self,
-            links: (reserved > 0).then_some(links),
-            reserved,
-            added: 0,
-        }
     }
 
     /// Adds items in order, stopping at the first error, which is then the
@@ -638,29 +551,6 @@ impl ScalableBloomFilter {
             .collect()
     }
 
-    /// True when the next add of an item not present grows the chain: it
-    /// scales, and its newest sub-filter has taken its capacity. Growing
-    /// allocates and zeroes a sub-filter `expansion` times as large as
-    /// the newest, which for a large chain takes long (2.6 s for 1 GiB on
-    /// the project's VM): a caller that must not block for long, such as
-    /// a server's event loop, can move that add elsewhere first.
-    ///
-    /// ```
-    /// use seen_core::ScalableBloomFilter;
-    /// let f = ScalableBloomFilter::builder(2, 0.01).build().unwrap();
-    /// f.add("a").unwrap();
-    /// assert!(!f.grows_next());
-    /// f.add("b").unwrap();
-    /// assert!(f.grows_next());
-    /// ```
-    pub fn grows_next(&self) -> bool {
-        !self.params.nonscaling
-            && self
-                .read_links()
-                .last()
-                .is_some_and(|l| l.len() >= l.capacity())
-    }
-
     /// True when a non-scaling chain's only link has taken its capacity.
     pub fn is_full(&self) -> bool {
         self.params.nonscaling && self.read_links().iter().all(|l| l.len() >= l.capacity())
@@ -729,136 +619,23 @@ impl Default for ScalableBuilder {
     }
 }
 
-/// The largest batch a [`ChainWriter`] reserves room for; larger ones go
-/// item by item.
-pub const MAX_WRITER_ITEMS: u64 = 1 << 16;
-
-/// Room a [`ChainWriter`] leaves in the newest sub-filter beyond its own
-/// reservation: the reservations of 32 writers of the largest batch, in
-/// flight at once, still leave every other writer room.
-const WRITER_SLACK: u64 = 32 * MAX_WRITER_ITEMS;
-
-/// Adds of one batch to a [`ScalableBloomFilter`]; see
-/// [`ScalableBloomFilter::writer`].
-pub struct ChainWriter<'a> {
-    chain: &'a ScalableBloomFilter,
-    /// The chain, read once, while the batch has room reserved in its
-    /// newest link; `None` near a link's capacity, where every add goes
-    /// through [`ScalableBloomFilter::add_hash`] (which may grow the chain).
-    links: Option<RwLockReadGuard<'a, Vec<Arc<BloomFilter>>>>,
-    reserved: u64,
-    added: u64,
-}
-
-impl ChainWriter<'_> {
-    /// Whether room for the whole batch was reserved: then none of its
-    /// adds can fail, and the chain does not grow during it.
-    pub fn has_reservation(&self) -> bool {
-        self.reserved > 0
-    }
-
-    /// [`ScalableBloomFilter::prefetch`].
-    pub fn prefetch(&self, h: ItemHash) {
-        match &self.links {
-            Some(links) => links.iter().for_each(|l| l.prefetch(h)),
-            None => self.chain.prefetch(h),
-        }
-    }
-
-    /// [`ScalableBloomFilter::contains_hash`].
-    pub fn contains_hash(&self, h: ItemHash) -> bool {
-        match &self.links {
-            Some(links) => links.iter().rev().any(|l| l.contains_hash(h)),
-            None => self.chain.contains_hash(h),
-        }
-    }
-
-    /// [`ScalableBloomFilter::add_hash`]: the same answers, exact under
-    /// concurrency in the same way.
-    pub fn add_hash(&mut self, h: ItemHash) -> Result<bool> {
-        if self.added < self.reserved {
-            if let Some(links) = &self.links {
-                let _guard = StripeGuard::lock(h.lo);
-                if links.iter().rev().any(|l| l.contains_hash(h)) {
-                    return Ok(false);
-                }
-                let cur = links.last().expect("a chain has at least one link");
-                let new = cur.raw().add(h);
-                self.added += new as u64;
-                return Ok(new);
-            }
-        }
-        // Past the reservation (a caller that added more than it said):
-        // give the rest back and go item by item.
-        self.release();
-        self.chain.add_hash(h)
-    }
-
-    /// Returns the unused reservation and counts the items added.
-    fn release(&mut self) {
-        if let Some(links) = self.links.take() {
-            let cur = links.last().expect("a chain has at least one link");
-            cur.link_items()
-                .fetch_sub(self.reserved - self.added, Ordering::Relaxed);
-            self.chain.items.fetch_add(self.added, Ordering::Relaxed);
-            self.reserved = 0;
-            self.added = 0;
-        }
-    }
-}
-
-impl Drop for ChainWriter<'_> {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
-    /// A forced add takes an item a full chain refuses, past its capacity,
-    /// and reports the refusal; `room_mut` grows a scaling chain.
+    /// `room_mut` reports a full non-scaling chain, and grows a scaling one.
     #[test]
-    fn forced_add_goes_past_a_full_chain_and_room_grows_it() {
+    fn room_mut_reports_a_full_chain_and_grows_a_scaling_one() {
         let mut f = ScalableBloomFilter::builder(10, 0.01)
             .nonscaling(true)
             .build()
             .unwrap();
-        let hashes: Vec<ItemHash> = (0..40u32).map(|i| f.hash(i.to_le_bytes())).collect();
-        let mut taken = 0;
-        for &h in &hashes {
-            match f.add_hash_mut(h) {
-                Ok(_) => taken += 1,
-                Err(e) => {
-                    assert!(matches!(e.kind(), ErrorKind::Full));
-                    break;
-                }
+        for i in 0..40u32 {
+            if f.add_hash_mut(f.hash(i.to_le_bytes())).is_err() {
+                break;
             }
         }
-        let full_at = f.len();
-        assert_eq!(full_at, 10);
+        assert_eq!(f.len(), 10);
         assert!(matches!(f.room_mut().unwrap_err().kind(), ErrorKind::Full));
-        let mut forced = 0;
-        for &h in &hashes[taken..] {
-            let (new, err) = f.add_hash_mut_forced(h);
-            if let Some(e) = err {
-                assert!(matches!(e.kind(), ErrorKind::Full));
-                forced += u64::from(new);
-            }
-        }
-        assert!(forced > 0);
-        assert_eq!(f.len(), full_at + forced);
-        assert!(hashes.iter().all(|&h| f.contains_hash(h)));
-        // Still full for the adds of a user.
-        assert!(f.add_hash_mut(f.hash("another")).is_err());
-        // A copy keeps every item and the count.
-        let mut bytes = Vec::new();
-        f.encode(&mut bytes).unwrap();
-        let copy =
-            ScalableBloomFilter::decode(&bytes[..], &crate::DecodeOptions::default()).unwrap();
-        assert_eq!(copy.len(), f.len());
-        assert!(hashes.iter().all(|&h| copy.contains_hash(h)));
-
         let mut g = ScalableBloomFilter::new(4, 0.01).unwrap();
         for i in 0..4u32 {
             g.add_hash_mut(g.hash(i.to_le_bytes())).unwrap();

@@ -24,59 +24,6 @@ fn rates() -> impl Strategy<Value = f64> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// The checked add a write-ahead log uses gives the same answers, bits
-    /// and count as plain adds, shows `log` exactly the items that were
-    /// absent before each chunk, and changes nothing when `log` fails.
-    #[test]
-    fn add_hashes_logged_logs_the_absent_and_adds_like_add_hashes(
-        layout in layouts(),
-        capacity in 1u64..300,
-        p in rates(),
-        items in items(),
-        chunk in 1usize..=16,
-        fail_at in prop::option::of(0usize..20),
-    ) {
-        let checked = BloomFilter::builder(capacity, p).layout(layout).build().unwrap();
-        let plain = BloomFilter::builder(capacity, p).layout(layout).build().unwrap();
-        let hashes: Vec<_> = items.iter().map(|i| checked.hash(i)).collect();
-        let (mut got, mut want) = (Vec::new(), Vec::new());
-        for (c, part) in hashes.chunks(chunk).enumerate() {
-            let absent: Vec<_> = part.iter().copied().filter(|&h| !checked.contains_hash(h)).collect();
-            let mut logged = None;
-            let fail = fail_at == Some(c);
-            let before_len = got.len();
-            let mut before = Vec::new();
-            checked.encode(&mut before).unwrap();
-            let r = checked.add_hashes_logged(
-                part,
-                |a| {
-                    logged = Some(a.to_vec());
-                    if fail { Err("disk full") } else { Ok(()) }
-                },
-                &mut got,
-            );
-            // `log` is called with the absent items only, and only if any.
-            prop_assert_eq!(logged.clone().unwrap_or_default(), absent.clone());
-            prop_assert_eq!(logged.is_none(), absent.is_empty());
-            if fail && !absent.is_empty() {
-                prop_assert_eq!(r, Err("disk full"));
-                prop_assert_eq!(got.len(), before_len);
-                let mut after = Vec::new();
-                checked.encode(&mut after).unwrap();
-                prop_assert!(before == after, "a failed log changed the filter");
-                continue;
-            }
-            prop_assert_eq!(r, Ok(()));
-            plain.add_hashes(part, &mut want);
-        }
-        prop_assert_eq!(&got, &want);
-        prop_assert_eq!(checked.len(), plain.len());
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        checked.encode(&mut a).unwrap();
-        plain.encode(&mut b).unwrap();
-        prop_assert!(a == b, "the checked add set other bits");
-    }
-
     #[test]
     fn bloom_never_forgets(
         layout in layouts(),
@@ -119,29 +66,6 @@ proptest! {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         shared.encode(&mut a).unwrap();
         owned.encode(&mut b).unwrap();
-        prop_assert_eq!(a, b);
-    }
-
-    #[test]
-    fn parallel_replay_adds_match_one_by_one(
-        layout in layouts(),
-        seeds in prop::collection::vec(0u32..6_000, 8_192..12_000),
-        threads in 1usize..5,
-    ) {
-        // Many repeats (6,000 distinct items among 8,192 or more), so that
-        // an item's first add and its repeats must keep their order.
-        let mut par = BloomFilter::builder(4_000, 0.01).layout(layout).build().unwrap();
-        let mut seq = BloomFilter::builder(4_000, 0.01).layout(layout).build().unwrap();
-        let hashes: Vec<_> = seeds.iter().map(|i| seq.hash(i.to_le_bytes())).collect();
-        let mut new = 0u64;
-        for &h in &hashes {
-            new += seq.add_hash_mut(h) as u64;
-        }
-        prop_assert_eq!(par.add_hashes_mut_parallel(&hashes, threads), new);
-        prop_assert_eq!(par.len(), seq.len());
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        par.encode(&mut a).unwrap();
-        seq.encode(&mut b).unwrap();
         prop_assert_eq!(a, b);
     }
 
