@@ -144,33 +144,11 @@ impl From<seen_core::Error> for Error {
 /// only when some were (see [`crate::StoreOptions::salvage`]).
 #[derive(Debug, Default)]
 pub(crate) struct Salvage {
-    on: bool,
-    skipped: std::cell::Cell<u64>,
+    pub(crate) on: bool,
+    pub(crate) skipped: std::cell::Cell<u64>,
 }
 
 impl Salvage {
-    pub(crate) fn new(on: bool) -> Salvage {
-        Salvage {
-            on,
-            skipped: Default::default(),
-        }
-    }
-
-    /// Whether damage is skipped rather than an error.
-    pub(crate) fn on(&self) -> bool {
-        self.on
-    }
-
-    /// The damaged parts skipped so far.
-    pub(crate) fn skipped(&self) -> u64 {
-        self.skipped.get()
-    }
-
-    /// Counts a damaged part skipped (the caller has logged it).
-    pub(crate) fn count(&self) {
-        self.skipped.set(self.skipped.get() + 1);
-    }
-
     /// Damage at `offset` of `path`: an error naming the file and offset,
     /// or, when salvaging, a warning that says what is `skipping` (the
     /// caller then skips it), counted.
@@ -181,19 +159,15 @@ impl Salvage {
         what: String,
         skipping: &str,
     ) -> Result<()> {
-        if self.on {
-            tracing::warn!(
-                "{}: {what} at offset {offset}; skipping {skipping} (salvage)",
-                path.display()
-            );
-            self.count();
-            return Ok(());
+        if !self.on {
+            let path = path.to_path_buf();
+            return Err(ErrorKind::Corrupt { path, offset, what }.into());
         }
-        Err(ErrorKind::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            what,
-        }
-        .into())
+        tracing::warn!(
+            "{}: {what} at offset {offset}; skipping {skipping} (salvage)",
+            path.display()
+        );
+        self.skipped.set(self.skipped.get() + 1);
+        Ok(())
     }
 }

@@ -8,7 +8,7 @@
 //! ([`apply_adds`]), as replay applies the record.
 
 use seen_core::{
-    AnyFilter, BloomFilter, CountingBloomFilter, HashAlgorithm, ItemHash, Layout, Removal,
+    AnyFilter, BloomFilter, CountingBloomFilter, HashAlgorithm, ItemHash, Removal,
     ScalableBloomFilter,
 };
 
@@ -55,49 +55,29 @@ pub(crate) fn build(spec: &FilterSpec, max_bytes: u64) -> Result<AnyFilter> {
     })
 }
 
-/// Bytes from which building a filter goes through the store's blocking
-/// hook: zeroing 4 MiB takes a millisecond or two.
-const LARGE_BUILD: u64 = 4 << 20;
-
-/// Whether building a filter of `spec` may zero [`LARGE_BUILD`] bytes or
-/// more (a spec that cannot be sized counts as large: its build fails at
-/// once anyway).
+/// Whether building a filter of `spec` may zero 4 MiB or more, which takes
+/// a millisecond or two (the store then builds it in its blocking hook).
+/// Estimated from the optimal Bloom filter's bits per item, a counting
+/// filter's four to a bit.
 pub(crate) fn builds_large(spec: &FilterSpec) -> bool {
-    let (capacity, error_rate, layout) = match *spec {
+    let (capacity, error_rate, bits_each) = match *spec {
         FilterSpec::Bloom {
             capacity,
             error_rate,
-            layout,
-        } => (capacity, error_rate, layout),
+            ..
+        } => (capacity, error_rate, 1.0),
         FilterSpec::Scalable {
             capacity,
             error_rate,
-            layout,
-            nonscaling,
             ..
-        } => {
-            let tightened = error_rate * seen_core::ERROR_TIGHTENING_RATIO;
-            (
-                capacity,
-                if nonscaling { error_rate } else { tightened },
-                layout,
-            )
-        }
+        } => (capacity, error_rate / 2.0, 1.0),
         FilterSpec::Counting {
             capacity,
             error_rate,
-        } => {
-            let blocks = seen_core::sizing::counting_size(capacity, error_rate);
-            return blocks.map_or(true, |(n, _)| n.saturating_mul(64) >= LARGE_BUILD);
-        }
+        } => (capacity, error_rate, 4.0),
     };
-    let size = BloomFilter::builder(capacity, error_rate)
-        .layout(layout)
-        .size();
-    size.map_or(true, |(n, _)| match layout {
-        Layout::Blocked => n.saturating_mul(64) >= LARGE_BUILD,
-        _ => n / 8 >= LARGE_BUILD,
-    })
+    let bits_per_item = -error_rate.ln() / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
+    capacity as f64 * bits_per_item * bits_each / 8.0 >= (4 << 20) as f64
 }
 
 /// Whether `n` adds may grow a scalable chain: allocate and zero its next

@@ -102,7 +102,7 @@ fn upgrade(fs: &dyn Fs, dir: &Path, opts: &StoreOptions, salvage: &Salvage) -> R
         };
         let mut l = match snapshot::read(fs, path, &decode) {
             Ok(l) => l,
-            Err(e) if matches!(e.kind(), ErrorKind::Corrupt { .. }) && salvage.on() => {
+            Err(e) if matches!(e.kind(), ErrorKind::Corrupt { .. }) && salvage.on => {
                 salvage.damaged(path, 0, e.to_string(), "the snapshot")?;
                 crate::recover::put_aside(fs, &snap_dir, path, &listed, &mut replay, id);
                 continue;
@@ -123,44 +123,50 @@ fn upgrade(fs: &dyn Fs, dir: &Path, opts: &StoreOptions, salvage: &Salvage) -> R
         .map(|f| f.snap_lsn)
         .max()
         .unwrap_or(0);
-    for (lsn, record) in merged_lanes(fs, &wal_dir, salvage)? {
+    for (lsn, bytes) in merged_lanes(fs, &wal_dir, salvage)? {
         settle(&mut replay, &mut copies, |c| c.count_lsn < lsn, &wal_dir)?;
-        let record = record.as_record();
+        let Parsed::Record(record, ..) = parse(&bytes) else {
+            unreachable!("parsed when read")
+        };
+        // A counting filter copied in pieces holds the records up to each
+        // piece's lsn: those hashes are not applied again.
         let filtered;
         let record = match (copies.get(&record.id()), record) {
             (Some(c), Record::Add { id, hashes } | Record::Remove { id, hashes })
                 if !c.piece_lsns.is_empty() =>
             {
-                let block = |h: ItemHash| match replay.filters.get(&id).map(|f| &f.filter) {
-                    Some(AnyFilter::Counting(f)) => f.block_of(h),
-                    _ => 0,
+                let Some(AnyFilter::Counting(f)) = replay.filters.get(&id).map(|f| &f.filter)
+                else {
+                    continue;
                 };
-                filtered = hashes
-                    .iter()
-                    .filter(|&h| !c.holds(block(h), lsn))
-                    .collect::<Vec<_>>();
-                let hashes = Hashes::Decoded(&filtered);
+                let held = |h: &ItemHash| c.holds(f.block_of(*h), lsn);
+                filtered = Hashes::bytes_of(hashes.iter().filter(|h| !held(h)));
                 match record {
-                    Record::Add { .. } => Record::Add { id, hashes },
-                    _ => Record::Remove { id, hashes },
+                    Record::Add { .. } => Record::Add {
+                        id,
+                        hashes: Hashes(&filtered),
+                    },
+                    _ => Record::Remove {
+                        id,
+                        hashes: Hashes(&filtered),
+                    },
                 }
             }
             (_, r) => r,
         };
-        replay
-            .apply(lsn, record)
-            .map_err(|what| ErrorKind::Corrupt {
-                path: wal_dir.clone(),
-                offset: 0,
-                what,
-            })?;
+        let path = wal_dir.clone();
+        (replay.apply(lsn, record)).map_err(|what| ErrorKind::Corrupt {
+            path,
+            offset: 0,
+            what,
+        })?;
         last_lsn = last_lsn.max(lsn);
     }
     settle(&mut replay, &mut copies, |_| true, &wal_dir)?;
     let staged = staged_adds(fs, &ring_dir, salvage)?;
     for &(id, hash) in &staged {
         if let Some(f) = replay.filters.get_mut(&id) {
-            crate::filter::apply_adds(&mut f.filter, Hashes::Decoded(&[hash]))?;
+            crate::filter::apply_adds(&mut f.filter, Hashes(&hash.to_le_bytes()))?;
         }
     }
     for f in replay.filters.values() {
@@ -249,38 +255,10 @@ fn set_newest_count(f: &mut AnyFilter, count: u64, at: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A record of the old log, owned (lanes are read a segment at a time).
-enum OldRecord {
-    Hashes { add: bool, id: u64, hashes: Vec<u8> },
-    Other(Vec<u8>),
-}
-
-impl OldRecord {
-    fn as_record(&self) -> Record<'_> {
-        match self {
-            OldRecord::Hashes {
-                add: true,
-                id,
-                hashes,
-            } => Record::Add {
-                id: *id,
-                hashes: Hashes::Encoded(hashes),
-            },
-            OldRecord::Hashes { id, hashes, .. } => Record::Remove {
-                id: *id,
-                hashes: Hashes::Encoded(hashes),
-            },
-            OldRecord::Other(bytes) => match parse(bytes) {
-                Parsed::Record(r, ..) => r,
-                Parsed::Bad(_) => unreachable!("parsed when read"),
-            },
-        }
-    }
-}
-
 /// What is at an offset of an old segment.
 enum Old {
-    Record(u64, OldRecord, usize),
+    /// A record's lsn and its bytes in the long form, and the bytes it took.
+    Record(u64, Vec<u8>, usize),
     /// Zeros, or the record that ends a segment a roll left: the lane goes
     /// on in its next segment.
     End,
@@ -305,56 +283,19 @@ fn parse_old(b: &[u8]) -> Old {
             return Old::Bad("record checksum mismatch".into());
         }
         let lsn = u64::from_le_bytes(rest[0..8].try_into().expect("8"));
-        let id = u64::from(word & !(1 << 31));
-        return Old::Record(
-            lsn,
-            OldRecord::Hashes {
-                add: true,
-                id,
-                hashes: rest[8..24].to_vec(),
-            },
-            32,
-        );
+        let (id, mut long) = (u64::from(word & !(1 << 31)), Vec::new());
+        Record::Add {
+            id,
+            hashes: Hashes(&rest[8..24]),
+        }
+        .encode(lsn, &mut long);
+        return Old::Record(lsn, long, 32);
     }
     if word == 17 && b.len() >= 32 && b[16] == 8 && crc32fast::hash(&b[8..25]) == crc {
         return Old::End;
     }
     match parse(b) {
-        Parsed::Record(
-            Record::Add {
-                id,
-                hashes: Hashes::Encoded(h),
-            },
-            lsn,
-            used,
-        ) => Old::Record(
-            lsn,
-            OldRecord::Hashes {
-                add: true,
-                id,
-                hashes: h.to_vec(),
-            },
-            used,
-        ),
-        Parsed::Record(
-            Record::Remove {
-                id,
-                hashes: Hashes::Encoded(h),
-            },
-            lsn,
-            used,
-        ) => Old::Record(
-            lsn,
-            OldRecord::Hashes {
-                add: false,
-                id,
-                hashes: h.to_vec(),
-            },
-            used,
-        ),
-        Parsed::Record(_, lsn, used) => {
-            Old::Record(lsn, OldRecord::Other(b[..used].to_vec()), used)
-        }
+        Parsed::Record(_, lsn, used) => Old::Record(lsn, b[..used].to_vec(), used),
         Parsed::Bad(what) => Old::Bad(what),
     }
 }
@@ -362,7 +303,7 @@ fn parse_old(b: &[u8]) -> Old {
 /// The old log's records, its lanes merged in lsn order. A bad record with
 /// no valid one after it in its lane is the lane's torn end; anywhere else
 /// it is corruption.
-fn merged_lanes(fs: &dyn Fs, wal_dir: &Path, salvage: &Salvage) -> Result<Vec<(u64, OldRecord)>> {
+fn merged_lanes(fs: &dyn Fs, wal_dir: &Path, salvage: &Salvage) -> Result<Vec<(u64, Vec<u8>)>> {
     let mut lanes: HashMap<u64, Vec<(u64, u64, PathBuf)>> = HashMap::new();
     for path in fs.list(wal_dir).unwrap_or_default() {
         let Some(stem) = path

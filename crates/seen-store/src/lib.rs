@@ -72,6 +72,8 @@ mod filter;
 pub mod fs;
 mod legacy;
 mod log;
+mod names;
+mod open;
 mod record;
 mod recover;
 mod replay;
@@ -81,9 +83,10 @@ mod store;
 
 pub use error::{Error, ErrorKind, Result};
 pub use log::FsyncPolicy;
+pub use open::StoreOptions;
 pub use record::{FilterSpec, MAX_NAME_LEN};
 pub use recover::Recovery;
-pub use store::{AddOutcome, BlockingHook, Pending, Store, StoreOptions};
+pub use store::{AddOutcome, BlockingHook, Pending, Store};
 
 /// A snapshot file of a data directory, read on its own (for `seen
 /// inspect`).

@@ -77,17 +77,16 @@ struct Segment {
 /// A batch whose write failed: its records were cut off again, and each
 /// of its callers gets the error.
 struct FailedBatch {
-    first: u64,
-    last: u64,
-    error: String,
-    os_error: Option<i32>,
+    lsns: std::ops::RangeInclusive<u64>,
+    error: io::Error,
     path: PathBuf,
     callers_left: usize,
 }
 
 struct State {
     next_lsn: u64,
-    /// Records appended and not handed to a write yet, and their lsns.
+    /// Records appended and not handed to a write yet, the lsn of the
+    /// first, and how many callers appended them.
     pending: Vec<u8>,
     pending_first: u64,
     pending_callers: usize,
@@ -96,7 +95,7 @@ struct State {
     /// Every batch up to this lsn has been written, or has failed.
     done: u64,
     /// Every record up to this lsn that was not in a failed batch is in
-    /// the log's files (it survives a process kill).
+    /// the log's files (it survives a process kill)...
     written: u64,
     /// ... and durable (it survives a power loss).
     synced: u64,
@@ -111,11 +110,8 @@ struct State {
     last_write_failed: bool,
     /// Callers waiting on `Log::changed`.
     waiters: usize,
-    /// When the last sync that succeeded began.
+    /// When the last sync that succeeded began, and the last sync mark.
     sync_began: Instant,
-    /// The longest from one successful sync's start to the next one's end
-    /// since it was last taken.
-    worst_window: Option<Duration>,
     mark_written: Instant,
     /// Bytes written since the last roll for a checkpoint.
     log_bytes: u64,
@@ -130,20 +126,21 @@ impl State {
         }
     }
 
+    fn poison(&mut self, why: String) {
+        tracing::error!("the log is poisoned: {why}");
+        self.poisoned.get_or_insert(why);
+    }
+
     /// What became of the batch that held `lsn`, once done.
     fn outcome(&mut self, lsn: u64) -> Result<()> {
-        let Some(i) = self
-            .failed
-            .iter()
-            .position(|b| (b.first..=b.last).contains(&lsn))
-        else {
+        let Some(i) = self.failed.iter().position(|b| b.lsns.contains(&lsn)) else {
             return Ok(());
         };
         let b = &mut self.failed[i];
         b.callers_left -= 1;
-        let e = match b.os_error {
+        let e = match b.error.raw_os_error() {
             Some(code) => io::Error::from_raw_os_error(code),
-            None => io::Error::other(b.error.clone()),
+            None => io::Error::new(b.error.kind(), b.error.to_string()),
         };
         let err = io_err("write", &b.path, e);
         if b.callers_left == 0 {
@@ -154,7 +151,7 @@ impl State {
 }
 
 /// Where the log goes on at open: the segments found (the last one is
-/// appended to) and the lsn after the last record read.
+/// appended to), the lsn after the last record read, and the bytes read.
 pub(crate) struct Tail {
     pub(crate) segments: Vec<SegmentFile>,
     pub(crate) next_lsn: u64,
@@ -185,23 +182,13 @@ impl Log {
         segment_size: u64,
         mut tail: Tail,
     ) -> Result<Arc<Log>> {
-        let last = tail.segments.pop();
-        let name = last.unwrap_or_else(|| SegmentFile {
+        let name = tail.segments.pop().unwrap_or_else(|| SegmentFile {
             first_lsn: tail.next_lsn,
             path: segment::path(dir, tail.next_lsn),
         });
-        let file = match fs.open_rw(&name.path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => fs.create(&name.path),
-            r => r,
-        }
-        .map_err(|e| io_err("open", &name.path, e))?;
+        let file = open_or_create(&*fs, &name.path)?;
         let len = file.size().map_err(|e| io_err("stat", &name.path, e))?;
-        if policy != FsyncPolicy::No {
-            fs.sync_dir(dir)
-                .map_err(|e| io_err("sync directory", dir, e))?;
-        }
-        let now = Instant::now();
-        let last_lsn = tail.next_lsn - 1;
+        let (now, last_lsn) = (Instant::now(), tail.next_lsn - 1);
         let log = Arc::new(Log {
             fs,
             dir: dir.to_path_buf(),
@@ -229,7 +216,6 @@ impl Log {
                 last_write_failed: false,
                 waiters: 0,
                 sync_began: now,
-                worst_window: None,
                 mark_written: now,
                 log_bytes: tail.log_bytes,
                 closing: false,
@@ -239,15 +225,14 @@ impl Log {
             syncer: Mutex::new(None),
         });
         if policy != FsyncPolicy::No {
+            log.sync_dir()?;
             log.write_mark()?;
         }
-        let syncer = {
-            let log = log.clone();
-            std::thread::Builder::new()
-                .name("seen-log-sync".into())
-                .spawn(move || log.run_syncer())
-                .map_err(|e| io_err("start the syncer for", dir, e))?
-        };
+        let syncer = log.clone();
+        let syncer = std::thread::Builder::new()
+            .name("seen-log-sync".into())
+            .spawn(move || syncer.run_syncer())
+            .map_err(|e| io_err("start the syncer for", dir, e))?;
         *lock(&log.syncer) = Some(syncer);
         Ok(log)
     }
@@ -271,6 +256,13 @@ impl Log {
         }
     }
 
+    fn sync_dir(&self) -> Result<()> {
+        let dir = &self.dir;
+        self.fs
+            .sync_dir(dir)
+            .map_err(|e| io_err("sync directory", dir, e))
+    }
+
     /// Appends `record` and returns its lsn once it is written: from then
     /// on a process kill cannot lose it (see [`sync_through`](Self::sync_through)
     /// for a power loss).
@@ -284,23 +276,19 @@ impl Log {
         }
         record.encode(lsn, &mut st.pending);
         st.pending_callers += 1;
-        loop {
-            if st.done >= lsn {
-                return st.outcome(lsn).map(|()| lsn);
-            }
-            st = if st.writing {
-                self.wait(st)
-            } else {
-                self.write_pending(st, false).0
+        while st.done < lsn {
+            st = match st.writing {
+                true => self.wait(st),
+                false => self.write_pending(st, false).0,
             };
         }
+        st.outcome(lsn).map(|()| lsn)
     }
 
     /// Writes the pending records as one batch, the caller taking the
     /// writer's part; with `roll` (or once the segment is full) the log then
-    /// moves on to a new segment.
-    /// Returns the lsn of the batch's last record (all later ones go to the
-    /// next batch) and, with `roll`, why the roll failed, if it did.
+    /// moves on to a new segment. Returns the lsn of the batch's last record
+    /// (later ones go to the next batch) and why the roll failed, if it did.
     fn write_pending<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
@@ -309,115 +297,90 @@ impl Log {
         st.writing = true;
         let fresh = std::mem::take(&mut st.spare);
         let mut batch = std::mem::replace(&mut st.pending, fresh);
-        let (first, last) = (st.pending_first, st.next_lsn - 1);
+        let lsns = st.pending_first..=st.next_lsn - 1;
         let callers = std::mem::take(&mut st.pending_callers);
-        let seg = st.current.clone();
-        let poisoned = st.poisoned.is_some();
+        let (seg, poisoned) = (st.current.clone(), st.poisoned.is_some());
         drop(st);
         let _unwind = Unwind(self, |st| st.writing = false);
-        let at = seg.len.load(Ordering::Relaxed);
-        let mut failure = None;
-        if !batch.is_empty() {
-            match seg.file.write_all_at(&batch, at) {
-                Ok(()) => seg.len.store(at + batch.len() as u64, Ordering::Relaxed),
-                Err(e) => {
-                    // Nothing after a failed batch may follow its bytes:
-                    // they are cut off, or the log takes no more.
-                    let cut = seg.file.set_len(at).err();
-                    failure = Some((e, cut));
-                }
-            }
-        }
-        let len = seg.len.load(Ordering::Relaxed);
-        let mut sync_failed = None;
-        let mut next = None;
+        let failed = append(&seg, &batch);
         // An empty segment is not left for another: the new one would have
         // its name.
-        if len > 0 && (roll || (len >= self.segment_size && failure.is_none())) {
-            // Only the newest segment may end torn: the one left is synced
-            // before the next takes a record (but in a poisoned log, whose
-            // checkpoint writes every filter anew).
-            let synced = match self.policy != FsyncPolicy::No && !poisoned {
-                true => seg.file.sync_data(),
-                false => Ok(()),
-            };
-            match synced {
-                Ok(()) => next = Some(self.open_next(last + 1)),
-                Err(e) => sync_failed = Some(format!("sync {}: {e}", seg.name.path.display())),
-            }
-        }
+        let len = seg.len.load(Ordering::Relaxed);
+        let next = (len > 0 && (roll || (len >= self.segment_size && failed.is_none())))
+            .then(|| self.next_segment(&seg, lsns.end() + 1, poisoned));
         let mut st = self.lock();
-        let written = batch.len() as u64;
-        batch.clear();
-        st.spare = batch;
-        match failure {
+        match failed {
             None => {
-                st.written = last;
-                st.log_bytes += written;
+                st.written = *lsns.end();
+                st.log_bytes += batch.len() as u64;
                 st.last_write_failed = false;
             }
-            Some((e, cut)) => {
+            Some(Failed { error, cut }) => {
                 tracing::error!(
-                    "{}: a write of the log failed: {e}",
+                    "{}: a write of the log failed: {error}",
                     seg.name.path.display()
                 );
                 st.last_write_failed = true;
                 if let Some(cut) = cut {
-                    st.poisoned = Some(format!(
-                        "write {}: {e}; and cutting it back failed: {cut}",
-                        seg.name.path.display()
-                    ));
+                    let path = seg.name.path.display();
+                    st.poison(format!("write {path}: {error}; cutting it back: {cut}"));
                 }
                 if callers > 0 {
+                    let (path, callers_left) = (seg.name.path.clone(), callers);
+                    let lsns = lsns.clone();
                     st.failed.push(FailedBatch {
-                        first,
-                        last,
-                        error: e.to_string(),
-                        os_error: e.raw_os_error(),
-                        path: seg.name.path.clone(),
-                        callers_left: callers,
+                        lsns,
+                        error,
+                        path,
+                        callers_left,
                     });
                 }
             }
         }
-        st.done = last;
-        let mut roll_failed = None;
-        if let Some(why) = sync_failed {
-            tracing::error!("the log is poisoned: {why}");
-            roll_failed = Some(ErrorKind::Poisoned(why.clone()).into());
-            st.poisoned = st.poisoned.take().or(Some(why));
-        }
-        match next {
+        st.done = *lsns.end();
+        batch.clear();
+        st.spare = batch;
+        let roll_failed = match next {
             Some(Ok(next)) => {
                 if !poisoned && self.policy != FsyncPolicy::No {
                     st.synced = st.synced.max(st.written);
                 }
                 let old = std::mem::replace(&mut st.current, next);
                 st.closed.push(old.name.clone());
+                None
             }
             Some(Err(e)) => {
-                tracing::warn!("the log could not begin a new segment: {e}");
-                roll_failed = Some(e);
+                match e.kind() {
+                    ErrorKind::Poisoned(why) => st.poison(why.clone()),
+                    _ => tracing::warn!("the log could not begin a new segment: {e}"),
+                }
+                Some(e)
             }
-            None => {}
-        }
+            None => None,
+        };
         st.writing = false;
         self.wake(&st);
-        (st, last, roll_failed)
+        (st, *lsns.end(), roll_failed)
     }
 
-    /// A new segment starting at `first_lsn`, its name durable before it
-    /// takes a record.
-    fn open_next(&self, first_lsn: u64) -> Result<Arc<Segment>> {
+    /// The segment after `old`, starting at `first_lsn`. Only the newest
+    /// segment may end torn: `old` is synced before the next takes a record
+    /// (a sync that fails poisons the log; in a poisoned log, whose
+    /// checkpoint writes every filter anew, it is not synced), and the new
+    /// one's name is made durable.
+    fn next_segment(&self, old: &Segment, first_lsn: u64, poisoned: bool) -> Result<Arc<Segment>> {
+        if self.policy != FsyncPolicy::No && !poisoned {
+            let path = old.name.path.display();
+            let synced = old.file.sync_data();
+            synced.map_err(|e| ErrorKind::Poisoned(format!("sync {path}: {e}")))?;
+        }
         let path = segment::path(&self.dir, first_lsn);
         let file = self
             .fs
             .create(&path)
             .map_err(|e| io_err("create", &path, e))?;
         if self.policy != FsyncPolicy::No {
-            self.fs
-                .sync_dir(&self.dir)
-                .map_err(|e| io_err("sync directory", &self.dir, e))?;
+            self.sync_dir()?;
         }
         Ok(Arc::new(Segment {
             file,
@@ -436,22 +399,19 @@ impl Log {
     /// is synced, syncing if no sync is running.
     pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
         let mut st = self.lock();
-        loop {
-            if st.synced >= lsn {
-                return Ok(());
-            }
+        while st.synced < lsn {
             st.usable()?;
-            st = if st.syncing {
-                self.wait(st)
-            } else {
-                self.sync_once(st)
+            st = match st.syncing {
+                true => self.wait(st),
+                false => self.sync_once(st),
             };
         }
+        Ok(())
     }
 
     /// One sync of everything written, the caller taking the syncer's part;
-    /// under `always` and `everysec` it writes the sync mark too (under
-    /// `always` at most once a second).
+    /// under `everysec` it writes the sync mark too, under `always` at most
+    /// once a second.
     fn sync_once<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         st.syncing = true;
         let (target, seg) = (st.written, st.current.clone());
@@ -460,34 +420,28 @@ impl Log {
         drop(st);
         let _unwind = Unwind(self, |st| st.syncing = false);
         let began = Instant::now();
-        let offset = seg.len.load(Ordering::Relaxed);
+        let mark = Mark {
+            first_lsn: seg.name.first_lsn,
+            offset: seg.len.load(Ordering::Relaxed),
+        };
         let mut result = seg
             .file
             .sync_data()
-            .map_err(|e| format!("sync {}: {e}", seg.name.path.display()));
+            .map_err(|e| io_err("sync", &seg.name.path, e));
         if result.is_ok() && mark_due {
-            let mark = Mark {
-                first_lsn: seg.name.first_lsn,
-                offset,
-            };
-            result = self.put_mark(mark).map_err(|e| e.to_string());
+            result = self.put_mark(mark);
         }
         let mut st = self.lock();
         st.syncing = false;
         match result {
             Ok(()) => {
                 st.synced = st.synced.max(target);
-                let window = st.sync_began.elapsed();
-                st.worst_window = Some(st.worst_window.map_or(window, |w| w.max(window)));
                 st.sync_began = began;
                 if mark_due {
                     st.mark_written = began;
                 }
             }
-            Err(why) => {
-                tracing::error!("the log is poisoned: {why}");
-                st.poisoned = st.poisoned.take().or(Some(why));
-            }
+            Err(e) => st.poison(e.to_string()),
         }
         self.wake(&st);
         st
@@ -495,22 +449,16 @@ impl Log {
 
     fn put_mark(&self, mark: Mark) -> Result<()> {
         let path = self.dir.join(MARK);
-        let file = match self.fs.open_rw(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => self.fs.create(&path),
-            r => r,
-        }
-        .map_err(|e| io_err("open", &path, e))?;
+        let file = open_or_create(&*self.fs, &path)?;
         file.write_all_at(&mark.encode(), 0)
             .and_then(|()| file.sync_data())
             .map_err(|e| io_err("write", &path, e))
     }
 
-    /// Writes the sync mark at the end of the current segment (after a sync
-    /// of it): for the open, a clean close and [`Store::sync`](crate::Store::sync).
+    /// Syncs the current segment and writes the sync mark at its end: for
+    /// the open, a clean close and [`Store::sync`](crate::Store::sync).
     fn write_mark(&self) -> Result<()> {
-        let st = self.lock();
-        let seg = st.current.clone();
-        drop(st);
+        let seg = self.lock().current.clone();
         seg.file
             .sync_data()
             .map_err(|e| io_err("sync", &seg.name.path, e))?;
@@ -524,10 +472,9 @@ impl Log {
     pub(crate) fn flush(&self) -> Result<()> {
         let mut st = self.lock();
         while st.writing || !st.pending.is_empty() {
-            st = if st.writing {
-                self.wait(st)
-            } else {
-                self.write_pending(st, false).0
+            st = match st.writing {
+                true => self.wait(st),
+                false => self.write_pending(st, false).0,
             };
         }
         let written = st.written;
@@ -561,18 +508,14 @@ impl Log {
     pub(crate) fn retire(&self, segments: &[SegmentFile]) -> Result<()> {
         for s in segments {
             match self.fs.remove(&s.path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     tracing::warn!("{}: not removed yet: {e}", s.path.display());
                     break;
                 }
+                _ => lock(&self.state).closed.retain(|c| c != s),
             }
-            lock(&self.state).closed.retain(|c| c != s);
         }
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| io_err("sync directory", &self.dir, e))
+        self.sync_dir()
     }
 
     /// Once a checkpoint has written every filter from memory after the log
@@ -612,14 +555,6 @@ impl Log {
         (self.policy == FsyncPolicy::EverySec).then(|| self.lock().sync_began.elapsed())
     }
 
-    /// Under `everysec`: the longest window a power loss could have taken
-    /// since the last call.
-    pub(crate) fn take_sync_window(&self) -> Option<Duration> {
-        (self.policy == FsyncPolicy::EverySec)
-            .then(|| self.lock().worst_window.take())
-            .flatten()
-    }
-
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -631,39 +566,31 @@ impl Log {
         let mut st = self.lock();
         loop {
             let wait = SYNC_EVERY.saturating_sub(st.sync_began.elapsed());
-            st = self
-                .closing
-                .wait_timeout_while(st, wait.max(Duration::from_millis(10)), |st| !st.closing)
+            let wait = wait.max(Duration::from_millis(10));
+            st = (self.closing.wait_timeout_while(st, wait, |st| !st.closing))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
             if st.closing {
                 return;
             }
-            let seg = st.current.clone();
-            let due = self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY;
-            let written = st.written;
-            drop(st);
-            if due {
+            let (seg, written) = (st.current.clone(), st.written);
+            if self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY {
                 // With nothing new to sync, nothing is exposed either.
-                let nothing_new = self.lock().synced >= written;
-                if nothing_new {
-                    self.lock().sync_began = Instant::now();
-                } else if let Err(e) = self.sync_through(written) {
-                    tracing::debug!("background sync: {e}");
+                if st.synced >= written {
+                    st.sync_began = Instant::now();
+                } else {
+                    drop(st);
+                    if let Err(e) = self.sync_through(written) {
+                        tracing::debug!("background sync: {e}");
+                    }
+                    st = self.lock();
                 }
             }
-            if seg.file.is_removed().unwrap_or(false) {
-                let mut st = self.lock();
-                if Arc::ptr_eq(&st.current, &seg) && st.poisoned.is_none() {
-                    let why = format!(
-                        "{} was removed (the data directory is gone?)",
-                        seg.name.path.display()
-                    );
-                    tracing::error!("the log is poisoned: {why}");
-                    st.poisoned = Some(why);
-                }
+            let removed = seg.file.is_removed().unwrap_or(false);
+            if removed && Arc::ptr_eq(&st.current, &seg) && st.poisoned.is_none() {
+                let path = seg.name.path.display();
+                st.poison(format!("{path} was removed (the data directory is gone?)"));
             }
-            st = self.lock();
         }
     }
 
@@ -681,8 +608,42 @@ impl Log {
     }
 }
 
-/// Gives up the writer's or syncer's part (`leave`) when its holder panics
-/// (a bug): the log is poisoned, and the others go on to fail, or to the
+/// A failed write of a batch, and the failure to cut it back off, if that
+/// failed too.
+struct Failed {
+    error: io::Error,
+    cut: Option<io::Error>,
+}
+
+/// Appends `batch` to `seg`. Nothing may follow the bytes of a failed
+/// batch: they are cut off again, or the log takes no more.
+fn append(seg: &Segment, batch: &[u8]) -> Option<Failed> {
+    if batch.is_empty() {
+        return None;
+    }
+    let at = seg.len.load(Ordering::Relaxed);
+    match seg.file.write_all_at(batch, at) {
+        Ok(()) => {
+            seg.len.store(at + batch.len() as u64, Ordering::Relaxed);
+            None
+        }
+        Err(error) => Some(Failed {
+            error,
+            cut: seg.file.set_len(at).err(),
+        }),
+    }
+}
+
+fn open_or_create(fs: &dyn Fs, path: &Path) -> Result<Box<dyn FsFile>> {
+    match fs.open_rw(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs.create(path),
+        r => r,
+    }
+    .map_err(|e| io_err("open", path, e))
+}
+
+/// Gives up the writer's or the syncer's part when its holder panics (a
+/// bug): the log is poisoned, and the others go on to fail, or to the
 /// checkpoint that recovers it, rather than wait for ever.
 struct Unwind<'a>(&'a Log, fn(&mut State));
 
@@ -691,8 +652,7 @@ impl Drop for Unwind<'_> {
         if std::thread::panicking() {
             let mut st = self.0.lock();
             (self.1)(&mut st);
-            let why = "a write or sync of the log panicked".to_string();
-            st.poisoned = st.poisoned.take().or(Some(why));
+            st.poison("a write or sync of the log panicked".into());
             self.0.changed.notify_all();
         }
     }

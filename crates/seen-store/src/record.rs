@@ -120,32 +120,24 @@ impl FilterSpec {
     }
 }
 
-/// The item hashes of an add or remove: as the caller has them, or as read
-/// in place from the log (replay reads millions without allocating).
+/// The item hashes of an add or remove record, 16 bytes each (`lo`, `hi`,
+/// little-endian): read in place from the log, so that replay decodes
+/// millions without allocating.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Hashes<'a> {
-    Decoded(&'a [ItemHash]),
-    Encoded(&'a [u8]),
-}
+pub(crate) struct Hashes<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Hashes<'a> {
+    /// The bytes of `hashes`, as a record holds them.
+    pub(crate) fn bytes_of(hashes: impl IntoIterator<Item = ItemHash>) -> Vec<u8> {
+        hashes.into_iter().flat_map(ItemHash::to_le_bytes).collect()
+    }
+
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Hashes::Decoded(h) => h.len(),
-            Hashes::Encoded(b) => b.len() / 16,
-        }
+        self.0.len() / 16
     }
 
     pub(crate) fn iter(self) -> impl Iterator<Item = ItemHash> + Clone + 'a {
-        let (decoded, encoded) = match self {
-            Hashes::Decoded(h) => (h, &[][..]),
-            Hashes::Encoded(b) => (&[][..], b),
-        };
-        decoded.iter().copied().chain(
-            encoded
-                .chunks_exact(16)
-                .map(|c| ItemHash::from_le_bytes(c.try_into().expect("16 bytes"))),
-        )
+        (self.0.chunks_exact(16)).map(|c| ItemHash::from_le_bytes(c.try_into().expect("16 bytes")))
     }
 }
 
@@ -232,12 +224,7 @@ impl Record<'_> {
             }
             Record::Add { hashes, .. } | Record::Remove { hashes, .. } => {
                 out.extend_from_slice(&(hashes.len() as u32).to_le_bytes());
-                match hashes {
-                    Hashes::Encoded(b) => out.extend_from_slice(b),
-                    Hashes::Decoded(h) => h
-                        .iter()
-                        .for_each(|h| out.extend_from_slice(&h.to_le_bytes())),
-                }
+                out.extend_from_slice(hashes.0);
             }
             Record::Delete { .. } => {}
             Record::Expire { at_ms, .. } => out.extend_from_slice(&at_ms.to_le_bytes()),
@@ -313,7 +300,7 @@ pub(crate) fn parse<'a>(b: &'a [u8]) -> Parsed<'a> {
         let id = f.u64()?;
         let hashes = |f: &mut Fields<'a>| -> Option<Hashes<'a>> {
             let n = f.u32()? as usize;
-            Some(Hashes::Encoded(f.take(n.checked_mul(16)?)?))
+            Some(Hashes(f.take(n.checked_mul(16)?)?))
         };
         let r = match kind {
             1 => Record::Create {

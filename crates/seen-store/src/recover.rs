@@ -45,20 +45,7 @@ pub struct Recovery {
 impl Recovery {
     /// Log records replayed per second (0 without records).
     pub fn replay_rate(&self) -> f64 {
-        self.per_second(self.records)
-    }
-
-    /// Adds (item hashes of add records) replayed per second (0 without
-    /// any).
-    pub fn add_replay_rate(&self) -> f64 {
-        self.per_second(self.adds)
-    }
-
-    fn per_second(&self, n: u64) -> f64 {
-        if n == 0 {
-            return 0.0;
-        }
-        n as f64 / self.replay_time.as_secs_f64().max(1e-9)
+        self.records as f64 / self.replay_time.as_secs_f64().max(1e-9)
     }
 }
 
@@ -115,7 +102,7 @@ pub(crate) fn load_snapshots(
                 continue;
             }
             Err(e) => match e.kind() {
-                ErrorKind::Corrupt { offset, what, .. } if salvage.on() => {
+                ErrorKind::Corrupt { offset, what, .. } if salvage.on => {
                     salvage.damaged(path, *offset, what.clone(), "the snapshot")?;
                     put_aside(fs, snap_dir, path, &listed, replay, id);
                     continue;
@@ -206,7 +193,7 @@ pub(crate) fn recover(
         let damage = match damage {
             Ok(d) => d,
             Err(e) => match e.kind() {
-                ErrorKind::Corrupt { offset, what, .. } if salvage.on() => {
+                ErrorKind::Corrupt { offset, what, .. } if salvage.on => {
                     salvage.damaged(&seg.path, *offset, what.clone(), "the rest of the segment")?;
                     None
                 }
@@ -231,7 +218,7 @@ pub(crate) fn recover(
     recovery.records = replay.records;
     recovery.adds = replay.adds;
     recovery.replay_time = began.elapsed();
-    recovery.salvaged = salvage.skipped();
+    recovery.salvaged = salvage.skipped.get();
     let next_id = max_snap_id.max(replay.max_id) + 1;
     let deleted = replay.deleted.iter().copied().collect();
     let mut filters: Vec<Rebuilt> = replay.filters.into_values().collect();

@@ -3,63 +3,19 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seen_core::{AnyFilter, Charge, ItemHash, MemoryBudget, Removal, ScalableBloomFilter};
+use seen_core::{AnyFilter, Charge, ItemHash, MemoryBudget, Removal};
 
-use crate::error::{ErrorKind, Result, Salvage};
+use crate::error::{ErrorKind, Result};
 use crate::filter::{self, apply_adds, apply_removes, plan_round, Hasher};
-use crate::fs::{Fs, RealFs};
+use crate::fs::Fs;
 use crate::log::{lock, FsyncPolicy, Log};
-use crate::record::{
-    FilterSpec, Hashes, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD, MAX_NAME_LEN,
-};
+use crate::open::StoreOptions;
+use crate::record::{FilterSpec, Hashes, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::recover::Recovery;
-use crate::replay::Rebuilt;
-
-/// How a [`Store`] behaves.
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// When the log is synced.
-    pub fsync: FsyncPolicy,
-    /// The size past which the log moves on to a new segment file (each
-    /// checkpoint also begins one). Segments are not preallocated.
-    pub segment_size: u64,
-    /// Largest filter (bytes of bits) the store creates or loads.
-    pub max_filter_bytes: u64,
-    /// Most bytes of bits all filters together may hold (a server's
-    /// `maxmemory`): a create, a load, or a scalable chain's growth that
-    /// would pass it fails with [`seen_core::ErrorKind::TooLarge`]. The
-    /// filters a reopen finds are kept even past it, and then only refuse
-    /// to grow.
-    pub max_memory: u64,
-    /// Recover what can be recovered from a corrupt log or snapshot instead
-    /// of refusing to open (losing the damaged part, with warnings). A
-    /// damaged snapshot is renamed `<id>.snap.damaged` (or, if that name is
-    /// taken, `<id>.snap.damaged.<n>`; kept, never read, its id given to no
-    /// new filter). If anything was skipped ([`Recovery::salvaged`]), the
-    /// open ends with a checkpoint, after which the directory opens without
-    /// salvage. With nothing damaged, the open is an ordinary one. A
-    /// snapshot that cannot be opened or read (an I/O error other than its
-    /// end coming early), or whose sound filter is larger than
-    /// `max_filter_bytes` ([`ErrorKind::CannotLoad`]), is not damage: it
-    /// stops a salvaging open too.
-    pub salvage: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 64 << 20,
-            max_filter_bytes: seen_core::DEFAULT_MAX_BYTES,
-            max_memory: u64::MAX,
-            salvage: false,
-        }
-    }
-}
 
 /// The result of adding a batch: whether each item was new, and the error
 /// that stopped the batch early, if one did (a full non-scaling filter).
@@ -74,7 +30,7 @@ pub struct AddOutcome {
 /// A promise of durability to wait for: see [`Store::wait`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 #[must_use = "a result is acknowledged only after Store::wait"]
-pub struct Pending(u64);
+pub struct Pending(pub(crate) u64);
 
 impl Pending {
     /// The later of two promises (waiting for it covers both).
@@ -85,9 +41,6 @@ impl Pending {
 
 /// Runs a closure that may block for long; see [`Store::set_blocking_hook`].
 pub type BlockingHook = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
-
-/// How long [`Store::open`] waits for the directory's lock.
-const LOCK_WAIT: Duration = Duration::from_millis(500);
 
 /// How long after a failed recovery of a poisoned log a lookup fails at
 /// once rather than try another.
@@ -103,7 +56,7 @@ pub(crate) struct EntryState {
 }
 
 impl EntryState {
-    fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.expire_at_ms != 0 && self.expire_at_ms <= now_ms()
     }
 }
@@ -115,16 +68,44 @@ impl EntryState {
 pub(crate) struct Entry {
     pub(crate) id: u64,
     pub(crate) name: Vec<u8>,
-    hasher: Hasher,
+    pub(crate) hasher: Hasher,
     pub(crate) state: RwLock<EntryState>,
     /// Every record of the filter up to this lsn is in its snapshot (set
     /// by checkpoints, which hold `state` shared at most).
     pub(crate) snap_lsn: AtomicU64,
     /// Its bytes in the store's memory budget, given back when it goes.
-    charge: Charge,
+    pub(crate) charge: Charge,
 }
 
 impl Entry {
+    /// A filter's entry (a chain charged to the store's budget for its
+    /// growth, and limited to its filter size).
+    pub(crate) fn new(
+        id: u64,
+        name: Vec<u8>,
+        mut filter: AnyFilter,
+        charge: Charge,
+        opts: &StoreOptions,
+    ) -> Entry {
+        if let AnyFilter::Scalable(c) = &mut filter {
+            c.set_max_bytes(opts.max_filter_bytes);
+            c.set_charge(charge.clone());
+        }
+        Entry {
+            id,
+            name,
+            hasher: Hasher::of(&filter),
+            state: RwLock::new(EntryState {
+                filter,
+                expire_at_ms: 0,
+                last_lsn: 0,
+                deleted: false,
+            }),
+            snap_lsn: AtomicU64::new(0),
+            charge,
+        }
+    }
+
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, EntryState> {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -139,17 +120,17 @@ pub(crate) struct Inner {
     pub(crate) opts: StoreOptions,
     pub(crate) log: Arc<Log>,
     pub(crate) filters: RwLock<HashMap<Vec<u8>, Arc<Entry>>>,
-    next_id: AtomicU64,
+    pub(crate) next_id: AtomicU64,
     /// Filters deleted since the last checkpoint, with their delete's lsn:
     /// their snapshots go then.
     pub(crate) deleted: Mutex<Vec<(u64, u64)>>,
-    budget: Arc<MemoryBudget>,
+    pub(crate) budget: Arc<MemoryBudget>,
     pub(crate) checkpointing: Mutex<()>,
     /// When the last recovery of a poisoned log failed.
-    recovering: Mutex<Option<Instant>>,
-    hook: OnceLock<BlockingHook>,
-    recovery: Recovery,
-    _lock: Box<dyn Send + Sync>,
+    pub(crate) recovering: Mutex<Option<Instant>>,
+    pub(crate) hook: OnceLock<BlockingHook>,
+    pub(crate) recovery: Recovery,
+    pub(crate) _lock: Box<dyn Send + Sync>,
 }
 
 impl Drop for Inner {
@@ -178,147 +159,25 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Store {
-    /// Opens (creating if needed) the data directory `dir`.
-    pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
-        Self::open_with_fs(dir, opts, Arc::new(RealFs))
-    }
-
-    /// [`open`](Self::open) on a file system of the caller's.
-    pub fn open_with_fs(
-        dir: impl AsRef<Path>,
-        opts: StoreOptions,
-        fs: Arc<dyn Fs>,
-    ) -> Result<Store> {
-        let dir = dir.as_ref();
-        let (snap_dir, log_dir) = (dir.join("snapshots"), dir.join("log"));
-        for d in [dir, &snap_dir, &log_dir] {
-            fs.create_dir_all(d)
-                .map_err(|e| crate::error::io_err("create directory", d, e))?;
-        }
-        let dir_lock = take_lock(&*fs, dir)?;
-        let salvage = Salvage::new(opts.salvage);
-        let staged = crate::legacy::upgrade_if_needed(&*fs, dir, &opts, &salvage)?;
-        let decode = seen_core::DecodeOptions {
-            max_bytes: opts.max_filter_bytes,
-        };
-        let mut found = crate::recover::recover(&*fs, &snap_dir, &log_dir, &decode, &salvage)?;
-        found.recovery.staged = staged;
-        if let (Some(at), Some(newest)) = (found.torn_at, found.tail.segments.last()) {
-            let cut = fs
-                .open_rw(&newest.path)
-                .and_then(|f| f.set_len(at).and_then(|()| f.sync_data()));
-            cut.map_err(|e| crate::error::io_err("cut the torn tail of", &newest.path, e))?;
-        }
-        if opts.fsync != FsyncPolicy::No {
-            // This run's answers build on what the last one left, synced or
-            // not: make it durable before acknowledging anything.
-            for s in &found.tail.segments {
-                let synced = fs.open_read(&s.path).and_then(|f| f.sync_data());
-                synced.map_err(|e| crate::error::io_err("sync", &s.path, e))?;
-            }
-            fs.sync_dir(&snap_dir)
-                .map_err(|e| crate::error::io_err("sync directory", &snap_dir, e))?;
-        }
-        let log = Log::start(
-            fs.clone(),
-            &log_dir,
-            opts.fsync,
-            opts.segment_size,
-            found.tail,
-        )?;
-        let budget = MemoryBudget::new(opts.max_memory);
-        let store = Store {
-            inner: Arc::new(Inner {
-                fs,
-                snap_dir,
-                opts,
-                log,
-                filters: RwLock::default(),
-                next_id: AtomicU64::new(found.next_id),
-                deleted: Mutex::new(found.deleted.iter().map(|&id| (id, 0)).collect()),
-                budget,
-                checkpointing: Mutex::default(),
-                recovering: Mutex::default(),
-                hook: OnceLock::new(),
-                recovery: std::mem::take(&mut found.recovery),
-                _lock: dir_lock,
-            }),
-        };
-        let mut older = Vec::new();
-        for f in found.filters {
-            if let Some(earlier) = store.insert_rebuilt(f) {
-                older.push(earlier);
-            }
-        }
-        // Two filters of one name: a power loss kept the later one but not
-        // the earlier one's delete. The later keeps the name.
-        for id in older {
-            tracing::warn!("filter {id} shares its name with a later one; deleting it again");
-            let lsn = store.inner.log.write(&Record::Delete { id })?;
-            lock(&store.inner.deleted).push((id, lsn));
-        }
-        let (used, limit) = (store.memory_bytes(), store.inner.opts.max_memory);
-        if used > limit {
-            tracing::warn!(
-                "{}: the filters hold {used} bytes, more than max_memory ({limit} bytes): they are kept, and no filter is created or grows until some are deleted",
-                dir.display()
-            );
-        }
-        if salvage.skipped() > 0 {
-            crate::checkpoint::run(&store, crate::checkpoint::Source::Memory)?;
-        }
-        Ok(store)
-    }
-
-    /// Puts a filter the open rebuilt into the map; returns the id of the
-    /// one of the same name it displaced, if any (the lower id).
-    fn insert_rebuilt(&self, mut f: Rebuilt) -> Option<u64> {
-        let charge = self
-            .inner
-            .budget
-            .charge_anyway(filter::memory_bytes(&f.filter));
-        if let AnyFilter::Scalable(c) = &mut f.filter {
-            c.set_max_bytes(self.inner.opts.max_filter_bytes);
-            c.set_charge(charge.clone());
-        }
-        let entry = Arc::new(Entry {
-            id: f.id,
-            hasher: Hasher::of(&f.filter),
-            name: f.name.clone(),
-            state: RwLock::new(EntryState {
-                filter: f.filter,
-                expire_at_ms: f.expire_at_ms,
-                last_lsn: f.last_lsn,
-                deleted: false,
-            }),
-            snap_lsn: AtomicU64::new(f.snap_lsn),
-            charge,
-        });
-        let mut map = self.filters_mut();
-        let earlier = map.insert(f.name, entry)?;
-        earlier.charge.release();
-        Some(earlier.id)
-    }
-
-    fn filters(&self) -> RwLockReadGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
+    pub(crate) fn filters(&self) -> RwLockReadGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
         self.inner.filters.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn filters_mut(&self) -> RwLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
+    pub(crate) fn filters_mut(&self) -> RwLockWriteGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
         self.inner
             .filters
             .write()
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn entry(&self, name: &[u8]) -> Option<Arc<Entry>> {
+    pub(crate) fn entry(&self, name: &[u8]) -> Option<Arc<Entry>> {
         self.filters().get(name).cloned()
     }
 
@@ -344,7 +203,7 @@ impl Store {
         self.inner.hook.set(hook).is_ok()
     }
 
-    fn blocking<R>(&self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn blocking<R>(&self, f: impl FnOnce() -> R) -> R {
         let Some(hook) = self.inner.hook.get() else {
             return f();
         };
@@ -354,7 +213,7 @@ impl Store {
     }
 
     /// The live (not expired) entry for `name`, deleting it if it expired.
-    fn live(&self, name: &[u8]) -> Result<Option<Arc<Entry>>> {
+    pub(crate) fn live(&self, name: &[u8]) -> Result<Option<Arc<Entry>>> {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
@@ -372,7 +231,7 @@ impl Store {
 
     /// Before a mutation or an answer that rests on one: a poisoned log is
     /// recovered first (a lookup tries at most once a second).
-    fn usable(&self, lookup: bool) -> Result<()> {
+    pub(crate) fn usable(&self, lookup: bool) -> Result<()> {
         if !self.inner.log.poisoned() {
             return Ok(());
         }
@@ -385,139 +244,6 @@ impl Store {
         let r = self.blocking(|| crate::checkpoint::run(self, crate::checkpoint::Source::Memory));
         *last = r.is_err().then(Instant::now);
         r
-    }
-
-    /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
-    /// taken.
-    pub fn create(&self, name: &[u8], spec: &FilterSpec) -> Result<()> {
-        self.create_limited(name, spec, self.inner.opts.max_filter_bytes)
-    }
-
-    /// [`create`](Self::create), refusing a filter of more than `max_bytes`
-    /// bytes (or of more than the store's own limit), before anything is
-    /// allocated or logged.
-    pub fn create_limited(&self, name: &[u8], spec: &FilterSpec, max_bytes: u64) -> Result<()> {
-        let large = filter::builds_large(spec);
-        self.create_with(
-            name,
-            max_bytes,
-            large,
-            |room| filter::build(spec, room),
-            |id| Record::Create {
-                id,
-                spec: *spec,
-                name,
-            },
-        )
-    }
-
-    /// `BF.LOADCHUNK name 1 header`: creates a zeroed RedisBloom chain from
-    /// a dump header, refusing one of more than `max_bytes` (or the store's
-    /// limit) before allocating. Fails with [`ErrorKind::Exists`] if the
-    /// name is taken.
-    pub fn load_redis_header(&self, name: &[u8], header: &[u8], max_bytes: u64) -> Result<()> {
-        let make = |room| {
-            Ok(AnyFilter::Scalable(ScalableBloomFilter::from_redis_header(
-                header, room,
-            )?))
-        };
-        self.create_with(name, max_bytes, true, make, |id| Record::LoadHeader {
-            id,
-            name,
-            header,
-        })
-    }
-
-    fn create_with<'a>(
-        &self,
-        name: &'a [u8],
-        max_bytes: u64,
-        large: bool,
-        make: impl FnOnce(u64) -> Result<AnyFilter>,
-        record: impl Fn(u64) -> Record<'a>,
-    ) -> Result<()> {
-        self.usable(false)?;
-        if name.len() > MAX_NAME_LEN {
-            return Err(ErrorKind::NameTooLong {
-                len: name.len(),
-                max: MAX_NAME_LEN,
-            }
-            .into());
-        }
-        if self.live(name)?.is_some() {
-            return Err(ErrorKind::Exists.into());
-        }
-        let room = max_bytes.min(self.inner.opts.max_filter_bytes);
-        let room_left = room.min(self.inner.budget.available());
-        let mut filter = match large {
-            true => self.blocking(|| make(room_left)),
-            false => make(room_left),
-        }
-        .map_err(|e| match e.kind() {
-            // Said against the store's whole budget when that is what
-            // refused it.
-            ErrorKind::Filter(f) if room_left < room => match f.kind() {
-                seen_core::ErrorKind::TooLarge { needed, .. } => {
-                    seen_core::Error::from(seen_core::ErrorKind::TooLarge {
-                        needed: *needed,
-                        limit: room_left,
-                    })
-                    .into()
-                }
-                _ => e,
-            },
-            _ => e,
-        })?;
-        let charge = self.inner.budget.charge(filter::memory_bytes(&filter))?;
-        if let AnyFilter::Scalable(c) = &mut filter {
-            c.set_max_bytes(self.inner.opts.max_filter_bytes);
-            c.set_charge(charge.clone());
-        }
-        let lsn = {
-            let mut map = self.filters_mut();
-            if let Some(old) = map.get(name).cloned() {
-                if !old.read().expired() {
-                    charge.release();
-                    return Err(ErrorKind::Exists.into());
-                }
-                // An expired filter of the name goes first.
-                let mut st = old.write();
-                let deleted = self.inner.log.write(&Record::Delete { id: old.id });
-                let lsn = deleted.inspect_err(|_| charge.release())?;
-                self.forget(&old, &mut st, lsn);
-                map.remove(name);
-            }
-            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            let lsn = self
-                .inner
-                .log
-                .write(&record(id))
-                .inspect_err(|_| charge.release())?;
-            let entry = Arc::new(Entry {
-                id,
-                name: name.to_vec(),
-                hasher: Hasher::of(&filter),
-                state: RwLock::new(EntryState {
-                    filter,
-                    expire_at_ms: 0,
-                    last_lsn: lsn,
-                    deleted: false,
-                }),
-                snap_lsn: AtomicU64::new(0),
-                charge,
-            });
-            map.insert(name.to_vec(), entry);
-            lsn
-        };
-        self.wait(Pending(lsn))
-    }
-
-    /// Marks a filter deleted (its delete logged at `lsn`, its state held
-    /// since): callers waiting for it look its name up again.
-    fn forget(&self, e: &Entry, st: &mut EntryState, lsn: u64) {
-        st.deleted = true;
-        e.charge.release();
-        lock(&self.inner.deleted).push((e.id, lsn));
     }
 
     /// Adds items to a filter, creating it with `create` first if it does
@@ -583,17 +309,13 @@ impl Store {
             let round = plan_round(&mut st.filter, &hashes[new.len()..]);
             let mut added = vec![false; round.considered];
             if !round.logged.is_empty() {
-                let logged: Vec<ItemHash> = round
-                    .logged
-                    .iter()
-                    .map(|&i| hashes[new.len() + i])
-                    .collect();
+                let logged = Hashes::bytes_of(round.logged.iter().map(|&i| hashes[new.len() + i]));
                 let record = Record::Add {
                     id: e.id,
-                    hashes: Hashes::Decoded(&logged),
+                    hashes: Hashes(&logged),
                 };
                 st.last_lsn = self.inner.log.write(&record)?;
-                let results = apply_adds(&mut st.filter, Hashes::Decoded(&logged))?;
+                let results = apply_adds(&mut st.filter, Hashes(&logged))?;
                 round
                     .logged
                     .iter()
@@ -714,101 +436,18 @@ impl Store {
                 return Err(ErrorKind::WrongKind("only counting filters support remove").into());
             }
             for chunk in hashes.chunks(MAX_HASHES_PER_RECORD) {
+                let bytes = Hashes::bytes_of(chunk.iter().copied());
                 let record = Record::Remove {
                     id: entry.id,
-                    hashes: Hashes::Decoded(chunk),
+                    hashes: Hashes(&bytes),
                 };
                 st.last_lsn = self.inner.log.write(&record)?;
-                out.extend(apply_removes(&mut st.filter, Hashes::Decoded(chunk))?);
+                out.extend(apply_removes(&mut st.filter, Hashes(&bytes))?);
             }
             st.last_lsn
         };
         self.wait(Pending(lsn))?;
         Ok(out)
-    }
-
-    /// Deletes a filter; `false` if there was none, or only one that had
-    /// expired (which goes all the same), as Redis's `DEL` counts keys.
-    pub fn delete(&self, name: &[u8]) -> Result<bool> {
-        self.usable(false)?;
-        self.delete_entry(name, None, false)
-    }
-
-    /// Deletes the filter of `name` (with `only`, if it is still that one;
-    /// with `expired_only`, if it has expired): whether it was there and
-    /// live.
-    pub(crate) fn delete_entry(
-        &self,
-        name: &[u8],
-        only: Option<u64>,
-        expired_only: bool,
-    ) -> Result<bool> {
-        let (live, lsn) = {
-            let mut map = self.filters_mut();
-            let Some(e) = map.get(name).cloned() else {
-                return Ok(false);
-            };
-            if only.is_some_and(|id| id != e.id) {
-                return Ok(false);
-            }
-            // Held while the delete is logged: no add of the filter comes
-            // after it in the log.
-            let mut st = e.write();
-            let live = !st.expired();
-            if expired_only && live {
-                return Ok(false);
-            }
-            let lsn = self.inner.log.write(&Record::Delete { id: e.id })?;
-            self.forget(&e, &mut st, lsn);
-            drop(st);
-            map.remove(name);
-            (live, lsn)
-        };
-        self.wait(Pending(lsn))?;
-        Ok(live)
-    }
-
-    /// Sets (or with `None` clears) the time a filter expires as a whole.
-    pub fn expire_at(&self, name: &[u8], at: Option<SystemTime>) -> Result<bool> {
-        self.usable(false)?;
-        let Some(entry) = self.live(name)? else {
-            return Ok(false);
-        };
-        let at_ms = at.map_or(0, |t| {
-            t.duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_millis() as i64)
-                .max(1)
-        });
-        let lsn = {
-            let mut st = entry.write();
-            if st.deleted || st.expired() {
-                drop(st);
-                self.delete_entry(name, Some(entry.id), true)?;
-                return Ok(false);
-            }
-            st.last_lsn = self.inner.log.write(&Record::Expire {
-                id: entry.id,
-                at_ms,
-            })?;
-            st.expire_at_ms = at_ms;
-            st.last_lsn
-        };
-        self.wait(Pending(lsn))?;
-        if at_ms != 0 && at_ms <= now_ms() {
-            self.delete_entry(name, Some(entry.id), true)?;
-        }
-        Ok(true)
-    }
-
-    /// When the filter expires, if it does.
-    pub fn expires_at(&self, name: &[u8]) -> Result<Option<Option<SystemTime>>> {
-        let Some(entry) = self.live(name)? else {
-            return Ok(None);
-        };
-        let at = entry.read().expire_at_ms;
-        Ok(Some(
-            (at != 0).then(|| UNIX_EPOCH + Duration::from_millis(at as u64)),
-        ))
     }
 
     /// Runs `f` on a filter (for `BF.INFO`-style questions), with no
@@ -877,14 +516,6 @@ impl Store {
         self.inner.log.log_bytes()
     }
 
-    /// Under [`FsyncPolicy::EverySec`], the longest an acknowledged
-    /// mutation has stayed exposed to a power loss since the last call: from
-    /// the start of one sync to the end of the next. `None` under the other
-    /// policies, or if no sync has ended since the last call.
-    pub fn take_sync_window(&self) -> Option<Duration> {
-        self.inner.log.take_sync_window()
-    }
-
     /// Under [`FsyncPolicy::EverySec`], how far back a power loss now could
     /// reach: the time since the last sync that succeeded began. Past 1.5 s
     /// every mutation first waits for a sync. `None` under the other
@@ -915,23 +546,5 @@ impl Store {
     /// Directory of the log.
     pub fn log_dir(&self) -> &Path {
         self.inner.log.dir()
-    }
-}
-
-/// Takes the data directory's lock, waiting up to [`LOCK_WAIT`].
-fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn Send + Sync>> {
-    let path = dir.join("LOCK");
-    let began = Instant::now();
-    loop {
-        match fs.try_lock(&path) {
-            Ok(l) => return Ok(l),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if began.elapsed() > LOCK_WAIT {
-                    return Err(ErrorKind::Locked(dir.to_path_buf()).into());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(crate::error::io_err("lock", &path, e)),
-        }
     }
 }

@@ -1,0 +1,190 @@
+//! A filter's life under its name: created (or loaded from a RedisBloom
+//! dump header), given an expiry, deleted.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use seen_core::{AnyFilter, ScalableBloomFilter};
+
+use crate::error::{ErrorKind, Result};
+use crate::filter::{self};
+use crate::log::lock;
+use crate::record::{FilterSpec, Record, MAX_NAME_LEN};
+use crate::store::{now_ms, Entry, Pending, Store};
+
+impl Store {
+    /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is
+    /// taken.
+    pub fn create(&self, name: &[u8], spec: &FilterSpec) -> Result<()> {
+        self.create_limited(name, spec, self.inner.opts.max_filter_bytes)
+    }
+
+    /// [`create`](Self::create), refusing a filter of more than `max_bytes`
+    /// bytes (or of more than the store's own limit), before anything is
+    /// allocated or logged.
+    pub fn create_limited(&self, name: &[u8], spec: &FilterSpec, max_bytes: u64) -> Result<()> {
+        let large = filter::builds_large(spec);
+        self.create_with(
+            name,
+            max_bytes,
+            large,
+            |room| filter::build(spec, room),
+            |id| Record::Create {
+                id,
+                spec: *spec,
+                name,
+            },
+        )
+    }
+
+    /// `BF.LOADCHUNK name 1 header`: creates a zeroed RedisBloom chain from
+    /// a dump header, refusing one of more than `max_bytes` (or the store's
+    /// limit) before allocating. Fails with [`ErrorKind::Exists`] if the
+    /// name is taken.
+    pub fn load_redis_header(&self, name: &[u8], header: &[u8], max_bytes: u64) -> Result<()> {
+        let make = |room| {
+            Ok(AnyFilter::Scalable(ScalableBloomFilter::from_redis_header(
+                header, room,
+            )?))
+        };
+        self.create_with(name, max_bytes, true, make, |id| Record::LoadHeader {
+            id,
+            name,
+            header,
+        })
+    }
+
+    fn create_with<'a>(
+        &self,
+        name: &'a [u8],
+        max_bytes: u64,
+        large: bool,
+        make: impl FnOnce(u64) -> Result<AnyFilter>,
+        record: impl Fn(u64) -> Record<'a>,
+    ) -> Result<()> {
+        self.usable(false)?;
+        if name.len() > MAX_NAME_LEN {
+            return Err(ErrorKind::NameTooLong {
+                len: name.len(),
+                max: MAX_NAME_LEN,
+            }
+            .into());
+        }
+        if self.live(name)?.is_some() {
+            return Err(ErrorKind::Exists.into());
+        }
+        let room = max_bytes
+            .min(self.inner.opts.max_filter_bytes)
+            .min(self.inner.budget.available());
+        let filter = match large {
+            true => self.blocking(|| make(room)),
+            false => make(room),
+        }?;
+        let charge = self.inner.budget.charge(filter::memory_bytes(&filter))?;
+        let lsn = {
+            let mut map = self.filters_mut();
+            // Made meanwhile by another caller (`live` above took an
+            // expired one away).
+            if map.contains_key(name) {
+                charge.release();
+                return Err(ErrorKind::Exists.into());
+            }
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let logged = self.inner.log.write(&record(id));
+            let lsn = logged.inspect_err(|_| charge.release())?;
+            let entry = Entry::new(id, name.to_vec(), filter, charge, &self.inner.opts);
+            entry.write().last_lsn = lsn;
+            map.insert(name.to_vec(), Arc::new(entry));
+            lsn
+        };
+        self.wait(Pending(lsn))
+    }
+
+    /// Deletes a filter; `false` if there was none, or only one that had
+    /// expired (which goes all the same), as Redis's `DEL` counts keys.
+    pub fn delete(&self, name: &[u8]) -> Result<bool> {
+        self.usable(false)?;
+        self.delete_entry(name, None, false)
+    }
+
+    /// Deletes the filter of `name` (with `only`, if it is still that one;
+    /// with `expired_only`, if it has expired): whether it was there and
+    /// live.
+    pub(crate) fn delete_entry(
+        &self,
+        name: &[u8],
+        only: Option<u64>,
+        expired_only: bool,
+    ) -> Result<bool> {
+        let (live, lsn) = {
+            let mut map = self.filters_mut();
+            let Some(e) = map.get(name).cloned() else {
+                return Ok(false);
+            };
+            if only.is_some_and(|id| id != e.id) {
+                return Ok(false);
+            }
+            // Held while the delete is logged: no add of the filter comes
+            // after it in the log.
+            let mut st = e.write();
+            let live = !st.expired();
+            if expired_only && live {
+                return Ok(false);
+            }
+            let lsn = self.inner.log.write(&Record::Delete { id: e.id })?;
+            // Callers waiting for it look its name up again.
+            st.deleted = true;
+            drop(st);
+            e.charge.release();
+            lock(&self.inner.deleted).push((e.id, lsn));
+            map.remove(name);
+            (live, lsn)
+        };
+        self.wait(Pending(lsn))?;
+        Ok(live)
+    }
+
+    /// Sets (or with `None` clears) the time a filter expires as a whole.
+    pub fn expire_at(&self, name: &[u8], at: Option<SystemTime>) -> Result<bool> {
+        self.usable(false)?;
+        let Some(entry) = self.live(name)? else {
+            return Ok(false);
+        };
+        let at_ms = at.map_or(0, |t| {
+            t.duration_since(UNIX_EPOCH)
+                .map_or(1, |d| d.as_millis() as i64)
+                .max(1)
+        });
+        let lsn = {
+            let mut st = entry.write();
+            if st.deleted || st.expired() {
+                drop(st);
+                self.delete_entry(name, Some(entry.id), true)?;
+                return Ok(false);
+            }
+            st.last_lsn = self.inner.log.write(&Record::Expire {
+                id: entry.id,
+                at_ms,
+            })?;
+            st.expire_at_ms = at_ms;
+            st.last_lsn
+        };
+        self.wait(Pending(lsn))?;
+        if at_ms != 0 && at_ms <= now_ms() {
+            self.delete_entry(name, Some(entry.id), true)?;
+        }
+        Ok(true)
+    }
+
+    /// When the filter expires, if it does.
+    pub fn expires_at(&self, name: &[u8]) -> Result<Option<Option<SystemTime>>> {
+        let Some(entry) = self.live(name)? else {
+            return Ok(None);
+        };
+        let at = entry.read().expire_at_ms;
+        Ok(Some(
+            (at != 0).then(|| UNIX_EPOCH + Duration::from_millis(at as u64)),
+        ))
+    }
+}
