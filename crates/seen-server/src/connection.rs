@@ -37,9 +37,16 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
 
 /// Runs a batch of requests, appending their replies to `out`. Replies that
 /// depend on mutations are released only once those are as durable as the
-/// fsync policy promises; if that fails, every reply of the batch becomes
-/// an error (nothing unsafe is acknowledged).
-fn run_batch(shared: &Arc<Shared>, client: &mut Client, reqs: &[Request], out: &mut BytesMut) {
+/// fsync policy promises: the batch waits once for all of them (sharing a
+/// sync with every other connection waiting then), without holding up the
+/// runtime's thread; if that fails, every reply of the batch becomes an
+/// error (nothing unsafe is acknowledged).
+async fn run_batch(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    reqs: &[Request],
+    out: &mut BytesMut,
+) {
     let start = out.len();
     let mut answered = 0;
     let mut i = 0;
@@ -67,7 +74,14 @@ fn run_batch(shared: &Arc<Shared>, client: &mut Client, reqs: &[Request], out: &
         }
     }
     let pending = std::mem::take(&mut client.pending);
-    if let Err(e) = shared.store.wait(pending) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    shared.store.when_durable(pending, move |r| {
+        let _ = tx.send(r);
+    });
+    let durable = rx
+        .await
+        .unwrap_or_else(|_| Err(seen_store::ErrorKind::Poisoned("the store closed".into()).into()));
+    if let Err(e) = durable {
         tracing::error!("log sync failed, failing {answered} replies: {e}");
         out.truncate(start);
         let r = Reply::error(format!(
@@ -137,15 +151,7 @@ pub(crate) async fn serve(
                 }
             }
             if !reqs.is_empty() {
-                // Off the event loop when the store may block: under
-                // `always` every mutation waits for an fsync (the store's
-                // other long waits run in its blocking hook), so that
-                // lookups, INFO and SHUTDOWN go on meanwhile.
-                if shared.store.may_block() {
-                    blocking(|| run_batch(&shared, &mut client, &reqs, &mut output));
-                } else {
-                    run_batch(&shared, &mut client, &reqs, &mut output);
-                }
+                run_batch(&shared, &mut client, &reqs, &mut output).await;
             }
             let full = reqs.len() == MAX_BATCH;
             reqs.clear();

@@ -41,8 +41,21 @@ fn spec() -> FilterSpec {
     }
 }
 
+/// Writes a URL-like key into `buf`.
+fn key_into(buf: &mut Vec<u8>, run: u64, t: u64, i: u64) {
+    use std::io::Write;
+    buf.clear();
+    write!(
+        buf,
+        "https://www.example.com/r{run}/t{t}/articles/{i:012}/index.html"
+    )
+    .unwrap();
+}
+
 fn key(run: u64, t: u64, i: u64) -> Vec<u8> {
-    format!("https://www.example.com/r{run}/t{t}/articles/{i:012}/index.html").into_bytes()
+    let mut buf = Vec::new();
+    key_into(&mut buf, run, t, i);
+    buf
 }
 
 /// Keys no run used before: every timed add is of a new item.

@@ -47,7 +47,7 @@ pub(crate) fn run(store: &Store, source: Source) -> Result<()> {
     if source == Source::Log {
         // Expired filters go now, their deletes logged before the roll.
         for e in store.entries() {
-            if e.read().expire_at_ms != 0 {
+            if e.expire_at_ms.load(Ordering::Relaxed) != 0 {
                 store.delete_entry(&e.name, Some(e.id), true)?;
             }
         }
@@ -99,7 +99,7 @@ fn from_memory(store: &Store, e: &Entry) -> Result<()> {
     let header = Header {
         id: e.id,
         lsn: st.last_lsn,
-        expire_at_ms: st.expire_at_ms,
+        expire_at_ms: e.expire_at_ms.load(Ordering::Relaxed),
         name: &e.name,
     };
     let inner = &store.inner;

@@ -66,6 +66,13 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 /// loss then takes at most about this much.
 const SYNC_OVERDUE: Duration = Duration::from_millis(1500);
 
+/// What a caller of the log waits for.
+#[derive(Clone, Copy)]
+enum Event {
+    Written,
+    Synced,
+}
+
 /// The segment records are appended to.
 struct Segment {
     file: Box<dyn FsFile>,
@@ -108,15 +115,21 @@ struct State {
     /// Why the log takes no record, if it does not.
     poisoned: Option<String>,
     last_write_failed: bool,
-    /// Callers waiting on `Log::changed`.
-    waiters: usize,
+    /// Callers waiting for a batch to be written, and for a sync to end.
+    waiting: [usize; 2],
     /// When the last sync that succeeded began, and the last sync mark.
     sync_began: Instant,
     mark_written: Instant,
     /// Bytes written since the last roll for a checkpoint.
     log_bytes: u64,
+    /// Calls waiting for a sync through their lsn (see
+    /// [`Log::when_synced`]).
+    callbacks: Vec<(u64, Callback)>,
     closing: bool,
 }
+
+/// What [`Log::when_synced`] calls once the sync it waits for has ended.
+pub(crate) type Callback = Box<dyn FnOnce(Result<()>) + Send>;
 
 impl State {
     fn usable(&self) -> Result<()> {
@@ -164,11 +177,13 @@ pub(crate) struct Log {
     policy: FsyncPolicy,
     segment_size: u64,
     state: Mutex<State>,
-    /// Signalled when a batch is written or a sync ends, for callers
-    /// waiting for one (`State::waiters` of them).
-    changed: Condvar,
-    /// Signalled when the log closes, for the syncer.
-    closing: Condvar,
+    /// Signalled when a batch is written, and when a sync ends, for the
+    /// callers waiting for one (`State::waiting`). Apart, so that a write
+    /// does not wake every caller waiting for a sync, nor a sync every
+    /// writer.
+    done: [Condvar; 2],
+    /// Signalled when the log closes or a callback waits, for the syncer.
+    syncer_work: Condvar,
     syncer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -214,14 +229,15 @@ impl Log {
                 closed: tail.segments,
                 poisoned: None,
                 last_write_failed: false,
-                waiters: 0,
+                waiting: [0; 2],
                 sync_began: now,
                 mark_written: now,
                 log_bytes: tail.log_bytes,
+                callbacks: Vec::new(),
                 closing: false,
             }),
-            changed: Condvar::new(),
-            closing: Condvar::new(),
+            done: [Condvar::new(), Condvar::new()],
+            syncer_work: Condvar::new(),
             syncer: Mutex::new(None),
         });
         if policy != FsyncPolicy::No {
@@ -241,18 +257,19 @@ impl Log {
         lock(&self.state)
     }
 
-    fn wait<'a>(&self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        st.waiters += 1;
-        let mut st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
-        st.waiters -= 1;
+    fn wait<'a>(&self, mut st: MutexGuard<'a, State>, event: Event) -> MutexGuard<'a, State> {
+        st.waiting[event as usize] += 1;
+        let cond = &self.done[event as usize];
+        let mut st = cond.wait(st).unwrap_or_else(|e| e.into_inner());
+        st.waiting[event as usize] -= 1;
         st
     }
 
-    /// Wakes the callers waiting for a batch or a sync, if any (a wake
-    /// costs a system call even with no one to wake).
-    fn wake(&self, st: &State) {
-        if st.waiters > 0 {
-            self.changed.notify_all();
+    /// Wakes the callers waiting for `event`, if any (a wake costs a system
+    /// call even with no one to wake).
+    fn wake(&self, st: &State, event: Event) {
+        if st.waiting[event as usize] > 0 {
+            self.done[event as usize].notify_all();
         }
     }
 
@@ -278,7 +295,7 @@ impl Log {
         st.pending_callers += 1;
         while st.done < lsn {
             st = match st.writing {
-                true => self.wait(st),
+                true => self.wait(st, Event::Written),
                 false => self.write_pending(st, false).0,
             };
         }
@@ -359,7 +376,7 @@ impl Log {
             None => None,
         };
         st.writing = false;
-        self.wake(&st);
+        self.wake(&st, Event::Written);
         (st, *lsns.end(), roll_failed)
     }
 
@@ -389,12 +406,6 @@ impl Log {
         }))
     }
 
-    /// The lsn up to which every record is written: what an answer given now
-    /// rests on.
-    pub(crate) fn written(&self) -> u64 {
-        self.lock().written
-    }
-
     /// Waits until every record up to `lsn` (at most [`written`](Self::written))
     /// is synced, syncing if no sync is running.
     pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
@@ -402,7 +413,7 @@ impl Log {
         while st.synced < lsn {
             st.usable()?;
             st = match st.syncing {
-                true => self.wait(st),
+                true => self.wait(st, Event::Synced),
                 false => self.sync_once(st),
             };
         }
@@ -443,8 +454,43 @@ impl Log {
             }
             Err(e) => st.poison(e.to_string()),
         }
-        self.wake(&st);
-        st
+        self.wake(&st, Event::Synced);
+        // Callbacks synced through, or all of them in a poisoned log.
+        let (synced, poisoned) = (st.synced, st.poisoned.clone());
+        let ready: Vec<_> = (st.callbacks)
+            .extract_if(.., |(lsn, _)| *lsn <= synced || poisoned.is_some())
+            .collect();
+        if ready.is_empty() {
+            return st;
+        }
+        drop(st);
+        for (lsn, callback) in ready {
+            callback(match (&poisoned, lsn <= synced) {
+                (Some(why), false) => Err(ErrorKind::Poisoned(why.clone()).into()),
+                _ => Ok(()),
+            });
+        }
+        self.lock()
+    }
+
+    /// Calls `callback` once every record up to `lsn` (at most the last
+    /// written) is synced, or with the error of a sync that failed: at once
+    /// if it is already, else from the thread whose sync ends the wait (the
+    /// log's syncer starts one at once). For a caller that must not block
+    /// while it waits (a server on an async runtime).
+    pub(crate) fn when_synced(&self, lsn: u64, callback: Callback) {
+        let mut st = self.lock();
+        if st.synced >= lsn {
+            drop(st);
+            return callback(Ok(()));
+        }
+        if let Err(e) = st.usable() {
+            drop(st);
+            return callback(Err(e));
+        }
+        st.callbacks.push((lsn, callback));
+        drop(st);
+        self.syncer_work.notify_all();
     }
 
     fn put_mark(&self, mark: Mark) -> Result<()> {
@@ -473,7 +519,7 @@ impl Log {
         let mut st = self.lock();
         while st.writing || !st.pending.is_empty() {
             st = match st.writing {
-                true => self.wait(st),
+                true => self.wait(st, Event::Written),
                 false => self.write_pending(st, false).0,
             };
         }
@@ -492,7 +538,7 @@ impl Log {
     pub(crate) fn roll(&self) -> Result<(u64, Vec<SegmentFile>)> {
         let mut st = self.lock();
         while st.writing {
-            st = self.wait(st);
+            st = self.wait(st, Event::Written);
         }
         let (mut st, last, failed) = self.write_pending(st, true);
         if let Some(e) = failed {
@@ -567,14 +613,22 @@ impl Log {
         loop {
             let wait = SYNC_EVERY.saturating_sub(st.sync_began.elapsed());
             let wait = wait.max(Duration::from_millis(10));
-            st = (self.closing.wait_timeout_while(st, wait, |st| !st.closing))
+            let idle = |st: &mut State| !st.closing && st.callbacks.is_empty();
+            st = (self.syncer_work.wait_timeout_while(st, wait, idle))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
             if st.closing {
                 return;
             }
             let (seg, written) = (st.current.clone(), st.written);
-            if self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY {
+            if let Some(&(lsn, _)) = st.callbacks.iter().max_by_key(|(lsn, _)| *lsn) {
+                drop(st);
+                if let Err(e) = self.sync_through(lsn) {
+                    tracing::debug!("sync for waiting callers: {e}");
+                }
+                st = self.lock();
+            } else if self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY
+            {
                 // With nothing new to sync, nothing is exposed either.
                 if st.synced >= written {
                     st.sync_began = Instant::now();
@@ -601,7 +655,7 @@ impl Log {
             tracing::warn!("closing the log: {e}");
         }
         self.lock().closing = true;
-        self.closing.notify_all();
+        self.syncer_work.notify_all();
         if let Some(t) = lock(&self.syncer).take() {
             let _ = t.join();
         }
@@ -653,7 +707,7 @@ impl Drop for Unwind<'_> {
             let mut st = self.0.lock();
             (self.1)(&mut st);
             st.poison("a write or sync of the log panicked".into());
-            self.0.changed.notify_all();
+            self.0.done.iter().for_each(Condvar::notify_all);
         }
     }
 }

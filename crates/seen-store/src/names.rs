@@ -128,7 +128,7 @@ impl Store {
             // Held while the delete is logged: no add of the filter comes
             // after it in the log.
             let mut st = e.write();
-            let live = !st.expired();
+            let live = !e.expired();
             if expired_only && live {
                 return Ok(false);
             }
@@ -158,7 +158,7 @@ impl Store {
         });
         let lsn = {
             let mut st = entry.write();
-            if st.deleted || st.expired() {
+            if st.deleted || entry.expired() {
                 drop(st);
                 self.delete_entry(name, Some(entry.id), true)?;
                 return Ok(false);
@@ -167,7 +167,7 @@ impl Store {
                 id: entry.id,
                 at_ms,
             })?;
-            st.expire_at_ms = at_ms;
+            entry.expire_at_ms.store(at_ms, Ordering::Relaxed);
             st.last_lsn
         };
         self.wait(Pending(lsn))?;
@@ -182,7 +182,7 @@ impl Store {
         let Some(entry) = self.live(name)? else {
             return Ok(None);
         };
-        let at = entry.read().expire_at_ms;
+        let at = entry.expire_at_ms.load(Ordering::Relaxed);
         Ok(Some(
             (at != 0).then(|| UNIX_EPOCH + Duration::from_millis(at as u64)),
         ))

@@ -162,9 +162,8 @@ impl Store {
     fn insert_rebuilt(&self, f: Rebuilt) -> Option<u64> {
         let charge = (self.inner.budget).charge_anyway(filter::memory_bytes(&f.filter));
         let entry = Entry::new(f.id, f.name.clone(), f.filter, charge, &self.inner.opts);
-        let mut st = entry.write();
-        (st.expire_at_ms, st.last_lsn) = (f.expire_at_ms, f.last_lsn);
-        drop(st);
+        entry.write().last_lsn = f.last_lsn;
+        entry.expire_at_ms.store(f.expire_at_ms, Ordering::Relaxed);
         entry.snap_lsn.store(f.snap_lsn, Ordering::Relaxed);
         let earlier = self.filters_mut().insert(f.name, Arc::new(entry))?;
         earlier.charge.release();

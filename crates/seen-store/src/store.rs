@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -48,17 +48,10 @@ const RECOVERY_RETRY: Duration = Duration::from_secs(1);
 
 pub(crate) struct EntryState {
     pub(crate) filter: AnyFilter,
-    pub(crate) expire_at_ms: i64,
     /// The lsn of its last record.
     pub(crate) last_lsn: u64,
     /// Deleted (gone from the store's map) while a caller waited for it.
     pub(crate) deleted: bool,
-}
-
-impl EntryState {
-    pub(crate) fn expired(&self) -> bool {
-        self.expire_at_ms != 0 && self.expire_at_ms <= now_ms()
-    }
 }
 
 /// One filter. Its mutations hold `state` exclusively from logging their
@@ -70,6 +63,9 @@ pub(crate) struct Entry {
     pub(crate) name: Vec<u8>,
     pub(crate) hasher: Hasher,
     pub(crate) state: RwLock<EntryState>,
+    /// When it expires (unix ms, 0: never): set holding `state`
+    /// exclusively, read without it.
+    pub(crate) expire_at_ms: AtomicI64,
     /// Every record of the filter up to this lsn is in its snapshot (set
     /// by checkpoints, which hold `state` shared at most).
     pub(crate) snap_lsn: AtomicU64,
@@ -97,13 +93,18 @@ impl Entry {
             hasher: Hasher::of(&filter),
             state: RwLock::new(EntryState {
                 filter,
-                expire_at_ms: 0,
                 last_lsn: 0,
                 deleted: false,
             }),
+            expire_at_ms: AtomicI64::new(0),
             snap_lsn: AtomicU64::new(0),
             charge,
         }
+    }
+
+    pub(crate) fn expired(&self) -> bool {
+        let at = self.expire_at_ms.load(Ordering::Relaxed);
+        at != 0 && at <= now_ms()
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, EntryState> {
@@ -217,7 +218,7 @@ impl Store {
         let Some(e) = self.entry(name) else {
             return Ok(None);
         };
-        if e.read().expired() {
+        if e.expired() {
             if let Err(err) = self.delete_entry(name, Some(e.id), true) {
                 tracing::warn!(
                     "filter {:?} expired; its delete is not logged yet: {err}",
@@ -285,15 +286,16 @@ impl Store {
             };
             let hashes = entry.hasher.hash_all(items);
             let mut st = entry.write();
-            if st.deleted || st.expired() {
+            if st.deleted || entry.expired() {
                 continue;
             }
             let outcome = match filter::may_grow(&st.filter, hashes.len()) {
                 true => self.blocking(|| self.add_hashes(&entry, &mut st, &hashes)),
                 false => self.add_hashes(&entry, &mut st, &hashes),
             }?;
-            drop(st);
-            return Ok((outcome, Pending(self.inner.log.written())));
+            // The answers rest on this filter's records, all written by
+            // now, up to its last.
+            return Ok((outcome, Pending(st.last_lsn)));
         }
     }
 
@@ -352,12 +354,14 @@ impl Store {
             return Ok((None, Pending(0)));
         };
         let hashes = entry.hasher.hash_all(items);
-        let out = filter::contains(&entry.read().filter, &hashes);
+        let st = entry.read();
+        let (out, last_lsn) = (filter::contains(&st.filter, &hashes), st.last_lsn);
+        drop(st);
         if !out.contains(&true) {
             return Ok((Some(out), Pending(0)));
         }
         self.usable(true)?;
-        Ok((Some(out), Pending(self.inner.log.written())))
+        Ok((Some(out), Pending(last_lsn)))
     }
 
     /// Waits until everything a [`Pending`] covers is as durable as the
@@ -366,28 +370,36 @@ impl Store {
     /// sync began over 1.5 s ago; under `no` written. Waiting for the
     /// largest of several `Pending`s covers them all.
     pub fn wait(&self, pending: Pending) -> Result<()> {
-        let log = &self.inner.log;
-        let must_sync = pending.0 > 0
-            && match self.inner.opts.fsync {
-                FsyncPolicy::Always => true,
-                FsyncPolicy::EverySec => log.sync_overdue(),
-                FsyncPolicy::No => false,
-            };
-        if !must_sync {
+        if !self.must_sync(pending) {
             return Ok(());
         }
+        let log = &self.inner.log;
         match self.inner.opts.fsync {
             FsyncPolicy::Always => log.sync_through(pending.0),
             _ => self.blocking(|| log.sync_through(pending.0)),
         }
     }
 
-    /// Whether a mutation, or [`wait`](Self::wait) for one, blocks for a
-    /// disk's time outside the blocking hook: under `always` (the wait is
-    /// for an fsync). An async caller then moves its mutations off its
-    /// event loop.
-    pub fn may_block(&self) -> bool {
-        self.inner.opts.fsync == FsyncPolicy::Always
+    /// [`wait`](Self::wait) without blocking: calls `done` once what
+    /// `pending` covers is as durable as the fsync policy promises (or with
+    /// the error that prevents it), at once if it is, else from the thread
+    /// whose sync makes it so. `done` must be short and must not call into
+    /// the store. For a server on an async runtime, whose connections go on
+    /// meanwhile: every connection waiting shares the next sync.
+    pub fn when_durable(&self, pending: Pending, done: impl FnOnce(Result<()>) + Send + 'static) {
+        match self.must_sync(pending) {
+            true => self.inner.log.when_synced(pending.0, Box::new(done)),
+            false => done(Ok(())),
+        }
+    }
+
+    fn must_sync(&self, pending: Pending) -> bool {
+        pending.0 > 0
+            && match self.inner.opts.fsync {
+                FsyncPolicy::Always => true,
+                FsyncPolicy::EverySec => self.inner.log.sync_overdue(),
+                FsyncPolicy::No => false,
+            }
     }
 
     /// `BF.LOADCHUNK name iter data` for a chunk of bits: copies `data` into
@@ -469,7 +481,7 @@ impl Store {
         let entries = self.entries();
         entries
             .into_iter()
-            .filter(|e| !e.read().expired())
+            .filter(|e| !e.expired())
             .map(|e| e.name.clone())
             .collect()
     }
