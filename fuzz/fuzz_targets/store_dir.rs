@@ -8,9 +8,9 @@
 //!   filter with removes), a checkpoint half-way, a deleted filter, one
 //!   with an expiry; then synced (a sync mark past every record) and
 //!   dropped.
-//! - `killed`: under `everysec`, adds of one item at a time staged in a
-//!   ring, a sync half-way, then the process ends with `_exit` (a forked
-//!   child), as a `kill -9` would leave it.
+//! - `killed`: under `everysec`, adds of one item at a time, a sync
+//!   half-way, then the process ends with `_exit` (a forked child), as a
+//!   `kill -9` would leave it.
 //!
 //! The input's first byte picks the directory, whether to salvage and
 //! whether to checkpoint before the reopen, the second the file, the rest edits it: `offset: u16, xor: u8` triples,
@@ -21,13 +21,11 @@
 //! a store that opened (salvaging or not) reopens without salvage. An
 //! open without salvage either fails, with a message, or finds every
 //! filter and every item the directory was made with. The exceptions
-//! are the documented ones: a torn last record of a lane is cut off, so
-//! an open that rewrote the edited file is not held to every item; nor is
-//! one of a log segment whose written end was cut or zeroed past the sync
-//! mark (it reads as a shorter log; below the mark it is corruption); a
-//! ring's entries carry no checksum (a ring lives only in the page cache
-//! of the boot that wrote it, section 6.5), so an edited ring is held
-//! only to "no panic".
+//! are the documented ones (docs/FORMAT.md, section 6.1): a torn end of
+//! the newest segment is cut off, so an open that rewrote the edited file
+//! is not held to every item; nor is one whose newest segment was cut
+//! past the sync mark (it reads as a shorter log; below the mark, or in
+//! an older segment, it is corruption).
 
 #![no_main]
 
@@ -236,7 +234,7 @@ fn killed(root: &Path) -> Template {
                 }
             }
         }
-        // As a kill: no close, no destructor, no copy of the rings.
+        // As a kill: no close, no destructor.
         unsafe { libc::_exit(0) };
     }
     let mut status = 0;
@@ -246,28 +244,21 @@ fn killed(root: &Path) -> Template {
     finish(dir, FsyncPolicy::EverySec, expect)
 }
 
-/// Whether offset `off` of log segment `rel` is below the directory's sync
-/// mark: segment `<lsn>.<lane>.<seq>.log`, mark entries `(lane, seq,
-/// offset)` at 32, 24 bytes each, their count at 12.
-fn below_mark(dir: &Path, rel: &Path, off: usize) -> bool {
-    let Ok(mark) = std::fs::read(dir.join("wal/SYNCED")) else {
+/// Whether offset `off` of log segment `rel` may be cut off without an
+/// error: the newest segment, past the sync mark (`log/SYNCED`: the
+/// segment's first lsn at 8, the length synced at 16), or with the mark
+/// on an older segment.
+fn past_mark(t: &Template, rel: &Path, off: usize) -> bool {
+    let newest = t.files.iter().filter(|f| f.starts_with("log") && f.extension() == Some("log".as_ref())).max();
+    if newest.map(|p| p.as_path()) != Some(rel) {
         return false;
-    };
-    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let parts: Vec<&str> = name.split('.').collect();
-    let (Some(lane), Some(seq)) = (
-        parts.get(1).and_then(|p| p.parse::<u64>().ok()),
-        parts.get(2).and_then(|p| p.parse::<u64>().ok()),
-    ) else {
-        return false;
+    }
+    let Ok(mark) = std::fs::read(t.dir.join("log/SYNCED")) else {
+        return true;
     };
     let word = |at: usize| u64::from_le_bytes(mark[at..at + 8].try_into().unwrap());
-    let n = u32::from_le_bytes(mark[12..16].try_into().unwrap()) as usize;
-    (0..n).any(|i| {
-        let at = 32 + 24 * i;
-        word(at) == lane
-            && (seq < word(at + 8) || (seq == word(at + 8) && (off as u64) < word(at + 16)))
-    })
+    let first: u64 = rel.file_stem().and_then(|n| n.to_str()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    word(8) < first || (word(8) == first && off as u64 >= word(16))
 }
 
 struct Templates {
@@ -350,20 +341,12 @@ fuzz_target!(|data: &[u8]| {
         _ => {}
     }
     std::fs::write(&path, &bytes).expect("write");
-    let is_ring = rel.starts_with("rings");
-    // A log segment whose written end was cut or zeroed reads as a shorter
-    // log: records that a kill cannot remove, but nothing in the segment
-    // tells (section 6.1: zeros where a record would start end the lane).
-    // Not held to every item either. (Edits before the cut are: a bad
-    // record with valid ones after it is damage.)
+    // The newest segment cut (or its end zeroed) past the sync mark reads
+    // as a shorter log, as a power loss leaves it: not held to every item.
     let written_end = |b: &[u8]| b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
     let original = std::fs::read(t.dir.join(rel)).expect("read template");
-    // Below the sync mark (docs/FORMAT.md, section 6.4) it does tell: a
-    // cut there is corruption, on this boot too.
-    let tail_wiped = rel.starts_with("wal")
-        && rel.extension() == Some("log".as_ref())
-        && written_end(&bytes) < written_end(&original)
-        && !below_mark(&t.dir, rel, written_end(&bytes));
+    let tail_wiped =
+        written_end(&bytes) < written_end(&original) && past_mark(t, rel, written_end(&bytes));
     let s = match Store::open(&dir, options(t.policy, salvage)) {
         Ok(s) => s,
         Err(e) => {
@@ -378,7 +361,7 @@ fuzz_target!(|data: &[u8]| {
     // The open rewrote the edited file (a torn tail cut off) or removed
     // it: the records in it are not held to.
     let rewritten = std::fs::read(&path).map_or(true, |now| now != bytes);
-    let held = !salvage && !is_ring && !rewritten && !tail_wiped;
+    let held = !salvage && !rewritten && !tail_wiped;
     if held {
         check_items(&s, t, "open");
     } else {

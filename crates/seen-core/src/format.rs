@@ -287,6 +287,28 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
 
     let kind = FilterKind::from_id(kind_id)
         .ok_or_else(|| corrupt(format!("unknown filter kind id {kind_id}")))?;
+    let header = Header {
+        kind,
+        layout_id,
+        flags,
+        seed,
+        capacity,
+        error_rate,
+        items,
+        expansion,
+        links,
+    };
+    check_header(&header, hash_id, opts)?;
+    Ok(header)
+}
+
+/// Checks a header's fields against the format's rules (docs/FORMAT.md,
+/// section 4), and its arrays' size against `opts`: what a reader refuses.
+/// Also for filters made from outside bytes another way (a RedisBloom dump
+/// header), so that nothing is taken that could not be read back.
+fn check_header(h: &Header, hash_id: u8, opts: &DecodeOptions) -> Result<()> {
+    let (kind, layout_id, flags, links) = (h.kind, h.layout_id, h.flags, &h.links);
+    let nlinks = links.len();
     let expected_hash = match (kind, layout_id) {
         (FilterKind::Counting, COUNTING_LAYOUT_ID) => HashAlgorithm::Xxh3_128,
         (FilterKind::Bloom | FilterKind::Scalable, id) => Layout::from_id(id)
@@ -311,10 +333,10 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
     if flags & !1 != 0 || (flags != 0 && kind != FilterKind::Scalable) {
         return Err(corrupt(format!("unknown flags {flags:#04x}")));
     }
-    if kind == FilterKind::Scalable && expansion == 0 {
+    if kind == FilterKind::Scalable && h.expansion == 0 {
         return Err(corrupt("expansion 0"));
     }
-    check_rate(error_rate)?;
+    check_rate(h.error_rate)?;
     let mut total = 0u64;
     let mut link_items = 0u64;
     for (i, l) in links.iter().enumerate() {
@@ -336,7 +358,8 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
             .checked_mul(8)
             .ok_or_else(|| corrupt(format!("link {i}: size {} overflows", l.size)))?;
         total = total.saturating_add(bytes);
-        link_items = link_items.saturating_add(l.items);
+        link_items = (link_items.checked_add(l.items))
+            .ok_or_else(|| corrupt("the links' item counts overflow"))?;
     }
     if total > opts.max_bytes {
         return Err(ErrorKind::TooLarge {
@@ -345,22 +368,13 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
         }
         .into());
     }
-    if kind == FilterKind::Scalable && link_items != items {
+    if kind == FilterKind::Scalable && link_items != h.items {
         return Err(corrupt(format!(
-            "item count {items} is not the sum of the links' counts {link_items}"
+            "item count {} is not the sum of the links' counts {link_items}",
+            h.items
         )));
     }
-    Ok(Header {
-        kind,
-        layout_id,
-        flags,
-        seed,
-        capacity,
-        error_rate,
-        items,
-        expansion,
-        links,
-    })
+    Ok(())
 }
 
 fn check_rate(e: f64) -> Result<()> {
@@ -555,20 +569,31 @@ impl ScalableBloomFilter {
     /// Writes the chain in the seen byte format.
     pub fn encode<W: Write>(&self, w: W) -> Result<()> {
         let links = self.link_snapshot();
+        let header = self.format_header(&links);
+        write_all(w, &header, links.iter().flat_map(|l| raw_words(l.raw())))
+    }
+
+    fn format_header(&self, links: &[std::sync::Arc<BloomFilter>]) -> Header {
         let p = self.params();
         let link_headers: Vec<LinkHeader> = links.iter().map(|l| link_header_of(l)).collect();
-        let header = Header {
+        Header {
             kind: FilterKind::Scalable,
             layout_id: p.layout.id(),
             flags: p.nonscaling as u8,
             seed: p.seed,
             capacity: p.capacity,
             error_rate: p.error_rate,
-            items: link_headers.iter().map(|l| l.items).sum(),
+            items: link_headers.iter().fold(0, |a, l| a.wrapping_add(l.items)),
             expansion: p.expansion,
             links: link_headers,
-        };
-        write_all(w, &header, links.iter().flat_map(|l| raw_words(l.raw())))
+        }
+    }
+
+    /// Whether the chain's header passes every check a reader of the byte
+    /// format makes (for a chain made from outside bytes).
+    pub(crate) fn check_readable(&self, opts: &DecodeOptions) -> Result<()> {
+        let header = self.format_header(&self.link_snapshot());
+        check_header(&header, self.hash_algorithm().id(), opts)
     }
 
     /// Reads a chain written by [`ScalableBloomFilter::encode`].

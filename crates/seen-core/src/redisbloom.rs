@@ -134,6 +134,9 @@ impl ScalableBloomFilter {
                 data.len()
             )));
         }
+        if options & !(OPT_NOROUND | OPT_FORCE64 | OPT_NO_SCALING) != 0 {
+            return Err(bad_data(format!("unknown options {options:#x}")));
+        }
         if options & OPT_FORCE64 == 0 || options & OPT_NOROUND == 0 {
             return Err(bad_data(format!(
                 "options {options:#x}: only 64-bit hashing without power-of-two rounding is supported"
@@ -167,7 +170,8 @@ impl ScalableBloomFilter {
                 return Err(bad_data(format!("link {i}: error rate {error}")));
             }
             total_bytes = total_bytes.saturating_add(bytes);
-            item_sum = item_sum.saturating_add(items);
+            item_sum = (item_sum.checked_add(items))
+                .ok_or_else(|| bad_data("the links' item counts overflow"))?;
             shapes.push((bits, hashes, capacity, error, items));
         }
         if total_bytes > max_bytes {
@@ -210,7 +214,15 @@ impl ScalableBloomFilter {
             nonscaling,
             max_bytes,
         };
-        Ok(ScalableBloomFilter::from_links(params, links))
+        let chain = ScalableBloomFilter::from_links(params, links);
+        // Nothing is taken that a snapshot of it could not be read back as.
+        let opts = crate::DecodeOptions {
+            max_bytes: u64::MAX,
+        };
+        chain
+            .check_readable(&opts)
+            .map_err(|e| bad_data(e.to_string()))?;
+        Ok(chain)
     }
 
     /// `BF.LOADCHUNK key iter data` for `iter > 1`: copies `data` into the

@@ -1,5 +1,5 @@
 //! The one-way upgrade of a data directory of format 6 or earlier
-//! (docs/FORMAT.md, section 6.5): its state is read once, the old way, and
+//! (docs/FORMAT.md, section 6.4): its state is read once, the old way, and
 //! written as snapshots of this format; its log and staging rings then go.
 //!
 //! What the old format has that this one does not: a log in up to four

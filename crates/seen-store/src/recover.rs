@@ -202,6 +202,17 @@ pub(crate) fn recover(
         };
         last_lsn = last_lsn.max(prev);
         recovery.log_bytes += damage.as_ref().map_or(bytes.len() as u64, |d| d.offset);
+        // A segment shorter than a sync made it lost records no kill or
+        // power loss takes.
+        if let Some(m) =
+            mark.filter(|m| m.first_lsn == seg.first_lsn && m.offset > bytes.len() as u64)
+        {
+            let what = format!(
+                "the segment ends before the {} bytes a sync made durable",
+                m.offset
+            );
+            salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
+        }
         let Some(d) = damage else { continue };
         if i + 1 == segments.len() && is_torn(&d, seg, mark) {
             tracing::warn!(

@@ -76,7 +76,7 @@ fn encoded(s: &Store, name: &[u8]) -> Option<Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn a_loaded_dump_is_refused_or_survives_a_reopen(
