@@ -117,12 +117,7 @@ fn upgrade(fs: &dyn Fs, dir: &Path, opts: &StoreOptions, salvage: &Salvage) -> R
         }
         replay.filters.insert(id, l.into());
     }
-    let mut last_lsn = replay
-        .filters
-        .values()
-        .map(|f| f.snap_lsn)
-        .max()
-        .unwrap_or(0);
+    let mut last_lsn = replay.max_snap_lsn();
     for (lsn, bytes) in merged_lanes(fs, &wal_dir, salvage)? {
         settle(&mut replay, &mut copies, |c| c.count_lsn < lsn, &wal_dir)?;
         let Parsed::Record(record, ..) = parse(&bytes) else {

@@ -536,7 +536,15 @@ impl Log {
     /// of the last record the segments before it hold, and those segments.
     /// Runs on a poisoned log too (whose recovery it begins).
     pub(crate) fn roll(&self) -> Result<(u64, Vec<SegmentFile>)> {
+        // Most of the segment synced first, writers going on: the roll's
+        // own sync of it, which they wait for, then has little left to do.
         let mut st = self.lock();
+        if self.policy != FsyncPolicy::No && st.poisoned.is_none() {
+            let written = st.written;
+            drop(st);
+            self.sync_through(written)?;
+            st = self.lock();
+        }
         while st.writing {
             st = self.wait(st, Event::Written);
         }

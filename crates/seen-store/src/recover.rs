@@ -159,12 +159,7 @@ pub(crate) fn recover(
     let began = Instant::now();
     let segments = segment::list(fs, log_dir)?;
     let mark = Mark::read(fs, log_dir);
-    let mut last_lsn = replay
-        .filters
-        .values()
-        .map(|f| f.snap_lsn)
-        .max()
-        .unwrap_or(0);
+    let mut last_lsn = replay.max_snap_lsn();
     let mut torn_at = None;
     for (i, seg) in segments.iter().enumerate() {
         let file = fs

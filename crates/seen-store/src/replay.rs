@@ -55,6 +55,11 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
+    /// The highest lsn a loaded snapshot covers.
+    pub(crate) fn max_snap_lsn(&self) -> u64 {
+        self.filters.values().map(|f| f.snap_lsn).max().unwrap_or(0)
+    }
+
     /// Applies the record at `lsn`; `Err` says why it cannot be (damage).
     ///
     /// Records of a filter up to its snapshot's lsn are in the snapshot

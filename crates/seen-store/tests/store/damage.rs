@@ -61,15 +61,22 @@ fn add_fifty(dir: &Path, fsync: FsyncPolicy) {
     }
 }
 
+/// [`add_fifty`] in a new directory: it, its newest segment and the
+/// segment's bytes.
+fn fifty_in_newest_segment(fsync: FsyncPolicy) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    add_fifty(dir.path(), fsync);
+    let seg = segments(dir.path()).pop().unwrap();
+    let data = std::fs::read(&seg).unwrap();
+    (dir, seg, data)
+}
+
 #[test]
 fn torn_tail_is_cut_off_and_everything_before_it_kept() {
     // A kill in the middle of a write after the last good record: a
     // record's length and part of its bytes.
     for fsync in [FsyncPolicy::Always, FsyncPolicy::No] {
-        let dir = tempfile::tempdir().unwrap();
-        add_fifty(dir.path(), fsync);
-        let seg = segments(dir.path()).pop().unwrap();
-        let mut data = std::fs::read(&seg).unwrap();
+        let (dir, seg, mut data) = fifty_in_newest_segment(fsync);
         let end = data.len();
         data.extend_from_slice(&40u32.to_le_bytes());
         data.extend_from_slice(&[0xab; 16]);
@@ -90,10 +97,7 @@ fn torn_tail_is_cut_off_and_everything_before_it_kept() {
 fn below_the_sync_mark_a_damaged_end_of_the_log_is_corruption() {
     for fsync in [FsyncPolicy::Always, FsyncPolicy::EverySec] {
         for zero in [true, false] {
-            let dir = tempfile::tempdir().unwrap();
-            add_fifty(dir.path(), fsync);
-            let seg = segments(dir.path()).pop().unwrap();
-            let mut data = std::fs::read(&seg).unwrap();
+            let (dir, seg, mut data) = fifty_in_newest_segment(fsync);
             let last = *record_offsets(&data).last().unwrap();
             if zero {
                 data[last..].fill(0);
@@ -249,12 +253,9 @@ fn the_later_of_two_filters_of_one_name_deleted_does_not_bring_the_earlier_back(
 #[test]
 fn flipped_byte_in_the_middle_of_the_log_stops_the_open() {
     for fsync in [FsyncPolicy::Always, FsyncPolicy::No] {
-        let dir = tempfile::tempdir().unwrap();
-        add_fifty(dir.path(), fsync);
-        // Damaged in the middle: records follow the damage, and under `always`
-        // the sync mark is past it, so it is no torn tail.
-        let seg = segments(dir.path()).pop().unwrap();
-        let mut data = std::fs::read(&seg).unwrap();
+        // Damaged in the middle: records follow the damage, and under
+        // `always` the sync mark is past it, so it is no torn tail.
+        let (dir, seg, mut data) = fifty_in_newest_segment(fsync);
         let end = data.len();
         assert!(end >= 10 * 48, "{end}");
         data[end / 2] ^= 0x10;
