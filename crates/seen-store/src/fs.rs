@@ -9,6 +9,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::error::{io_err, Result};
+
 /// An open file. Every method takes `&self`: the log's writer and its
 /// syncer use one file from two threads.
 pub trait FsFile: Send + Sync {
@@ -52,6 +54,15 @@ pub trait Fs: Send + Sync + 'static {
     fn try_lock(&self, path: &Path) -> io::Result<Box<dyn Send + Sync>>;
 }
 
+/// Opens `path` for reading and writing, creating it if it is not there.
+pub(crate) fn open_or_create(fs: &dyn Fs, path: &Path) -> Result<Box<dyn FsFile>> {
+    match fs.open_rw(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs.create(path),
+        r => r,
+    }
+    .map_err(|e| io_err("open", path, e))
+}
+
 /// Reads a whole file.
 pub(crate) fn read_all(file: &dyn FsFile) -> io::Result<Vec<u8>> {
     let len = file.size()?;
@@ -83,16 +94,27 @@ impl io::Read for FsReader<'_> {
     }
 }
 
-/// `io::Write` over an [`FsFile`], appending from offset 0.
+/// `io::Write` over an [`FsFile`], appending from offset 0, and syncing
+/// every [`FsWriter::SYNC_EVERY`] bytes: a large file (the snapshot of a
+/// 1 GiB filter) then never has much in the page cache waiting to be
+/// written, whose flush would hold up the log's syncs queued behind it.
 pub(crate) struct FsWriter<'a> {
     pub(crate) file: &'a dyn FsFile,
     pub(crate) pos: u64,
 }
 
+impl FsWriter<'_> {
+    const SYNC_EVERY: u64 = 64 << 20;
+}
+
 impl io::Write for FsWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.file.write_all_at(buf, self.pos)?;
+        let before = self.pos;
         self.pos += buf.len() as u64;
+        if before / Self::SYNC_EVERY != self.pos / Self::SYNC_EVERY {
+            self.file.sync_data()?;
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {

@@ -82,7 +82,7 @@ mod snapshot;
 mod store;
 
 pub use error::{Error, ErrorKind, Result};
-pub use log::FsyncPolicy;
+pub use open::FsyncPolicy;
 pub use open::StoreOptions;
 pub use record::{FilterSpec, MAX_NAME_LEN};
 pub use recover::Recovery;

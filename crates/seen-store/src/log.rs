@@ -27,35 +27,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{io_err, ErrorKind, Result};
-use crate::fs::{Fs, FsFile};
+use crate::fs::{open_or_create, Fs, FsFile};
+use crate::open::FsyncPolicy;
 use crate::record::Record;
 use crate::segment::{self, Mark, SegmentFile, MARK};
-
-/// When the log is synced to disk; see the crate docs for what each can
-/// lose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// Sync before acknowledging every mutation (group commit).
-    Always,
-    /// Sync once a second in the background.
-    EverySec,
-    /// Never sync explicitly.
-    No,
-}
-
-impl std::str::FromStr for FsyncPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "always" => Ok(FsyncPolicy::Always),
-            "everysec" => Ok(FsyncPolicy::EverySec),
-            "no" => Ok(FsyncPolicy::No),
-            _ => Err(format!(
-                "fsync policy '{s}' is not one of always, everysec, no"
-            )),
-        }
-    }
-}
 
 /// How often the syncer runs: a sync under `everysec`, and under every
 /// policy a look at whether the data directory is still there.
@@ -66,11 +41,23 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 /// loss then takes at most about this much.
 const SYNC_OVERDUE: Duration = Duration::from_millis(1500);
 
-/// What a caller of the log waits for.
+/// What a caller of the log waits for: a batch written, or the end of
+/// the sync of a generation (see [`Log::sync_through`]).
 #[derive(Clone, Copy)]
 enum Event {
     Written,
-    Synced,
+    Synced(u64),
+}
+
+impl Event {
+    /// Its condition variable: syncs of even and odd generations take
+    /// turns.
+    fn slot(self) -> usize {
+        match self {
+            Event::Written => 0,
+            Event::Synced(generation) => 1 + (generation % 2) as usize,
+        }
+    }
 }
 
 /// The segment records are appended to.
@@ -108,6 +95,9 @@ struct State {
     synced: u64,
     writing: bool,
     syncing: bool,
+    /// The generation of the last sync begun, and what it syncs through.
+    sync_generation: u64,
+    sync_target: u64,
     failed: Vec<FailedBatch>,
     current: Arc<Segment>,
     /// The segments before `current`, oldest first.
@@ -115,8 +105,8 @@ struct State {
     /// Why the log takes no record, if it does not.
     poisoned: Option<String>,
     last_write_failed: bool,
-    /// Callers waiting for a batch to be written, and for a sync to end.
-    waiting: [usize; 2],
+    /// Callers waiting for each [`Event::slot`].
+    waiting: [usize; 3],
     /// When the last sync that succeeded began, and the last sync mark.
     sync_began: Instant,
     mark_written: Instant,
@@ -178,10 +168,10 @@ pub(crate) struct Log {
     segment_size: u64,
     state: Mutex<State>,
     /// Signalled when a batch is written, and when a sync ends, for the
-    /// callers waiting for one (`State::waiting`). Apart, so that a write
-    /// does not wake every caller waiting for a sync, nor a sync every
-    /// writer.
-    done: [Condvar; 2],
+    /// callers waiting for one (by [`Event::slot`]). Apart, so that a write
+    /// does not wake every caller waiting for a sync, nor a sync the
+    /// callers that need the next one.
+    done: [Condvar; 3],
     /// Signalled when the log closes or a callback waits, for the syncer.
     syncer_work: Condvar,
     syncer: Mutex<Option<JoinHandle<()>>>,
@@ -220,6 +210,8 @@ impl Log {
                 synced: last_lsn,
                 writing: false,
                 syncing: false,
+                sync_generation: 0,
+                sync_target: last_lsn,
                 failed: Vec::new(),
                 current: Arc::new(Segment {
                     file,
@@ -229,14 +221,14 @@ impl Log {
                 closed: tail.segments,
                 poisoned: None,
                 last_write_failed: false,
-                waiting: [0; 2],
+                waiting: [0; 3],
                 sync_began: now,
                 mark_written: now,
                 log_bytes: tail.log_bytes,
                 callbacks: Vec::new(),
                 closing: false,
             }),
-            done: [Condvar::new(), Condvar::new()],
+            done: [Condvar::new(), Condvar::new(), Condvar::new()],
             syncer_work: Condvar::new(),
             syncer: Mutex::new(None),
         });
@@ -258,18 +250,18 @@ impl Log {
     }
 
     fn wait<'a>(&self, mut st: MutexGuard<'a, State>, event: Event) -> MutexGuard<'a, State> {
-        st.waiting[event as usize] += 1;
-        let cond = &self.done[event as usize];
+        st.waiting[event.slot()] += 1;
+        let cond = &self.done[event.slot()];
         let mut st = cond.wait(st).unwrap_or_else(|e| e.into_inner());
-        st.waiting[event as usize] -= 1;
+        st.waiting[event.slot()] -= 1;
         st
     }
 
     /// Wakes the callers waiting for `event`, if any (a wake costs a system
     /// call even with no one to wake).
     fn wake(&self, st: &State, event: Event) {
-        if st.waiting[event as usize] > 0 {
-            self.done[event as usize].notify_all();
+        if st.waiting[event.slot()] > 0 {
+            self.done[event.slot()].notify_all();
         }
     }
 
@@ -406,14 +398,18 @@ impl Log {
         }))
     }
 
-    /// Waits until every record up to `lsn` (at most [`written`](Self::written))
-    /// is synced, syncing if no sync is running.
+    /// Waits until every record up to `lsn` (at most the last written) is
+    /// synced, syncing if no sync is running. A caller the running sync
+    /// does not cover waits for the next one, on the other condition
+    /// variable: the end of a sync wakes only the callers it covers, and
+    /// one of the others to begin the next.
     pub(crate) fn sync_through(&self, lsn: u64) -> Result<()> {
         let mut st = self.lock();
         while st.synced < lsn {
             st.usable()?;
+            let generation = st.sync_generation + u64::from(lsn > st.sync_target);
             st = match st.syncing {
-                true => self.wait(st, Event::Synced),
+                true => self.wait(st, Event::Synced(generation)),
                 false => self.sync_once(st),
             };
         }
@@ -425,7 +421,9 @@ impl Log {
     /// once a second.
     fn sync_once<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         st.syncing = true;
-        let (target, seg) = (st.written, st.current.clone());
+        st.sync_generation += 1;
+        st.sync_target = st.written;
+        let (generation, target, seg) = (st.sync_generation, st.written, st.current.clone());
         let mark_due = self.policy == FsyncPolicy::EverySec
             || (self.policy == FsyncPolicy::Always && st.mark_written.elapsed() >= SYNC_EVERY);
         drop(st);
@@ -454,7 +452,12 @@ impl Log {
             }
             Err(e) => st.poison(e.to_string()),
         }
-        self.wake(&st, Event::Synced);
+        self.wake(&st, Event::Synced(generation));
+        if st.poisoned.is_some() {
+            self.wake(&st, Event::Synced(generation + 1));
+        } else if st.waiting[Event::Synced(generation + 1).slot()] > 0 {
+            self.done[Event::Synced(generation + 1).slot()].notify_one();
+        }
         // Callbacks synced through, or all of them in a poisoned log.
         let (synced, poisoned) = (st.synced, st.poisoned.clone());
         let ready: Vec<_> = (st.callbacks)
@@ -694,14 +697,6 @@ fn append(seg: &Segment, batch: &[u8]) -> Option<Failed> {
             cut: seg.file.set_len(at).err(),
         }),
     }
-}
-
-fn open_or_create(fs: &dyn Fs, path: &Path) -> Result<Box<dyn FsFile>> {
-    match fs.open_rw(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => fs.create(path),
-        r => r,
-    }
-    .map_err(|e| io_err("open", path, e))
 }
 
 /// Gives up the writer's or the syncer's part when its holder panics (a

@@ -11,13 +11,39 @@ use seen_core::MemoryBudget;
 use crate::error::{ErrorKind, Result, Salvage};
 use crate::filter::{self};
 use crate::fs::{Fs, RealFs};
-use crate::log::{lock, FsyncPolicy, Log};
+use crate::log::{lock, Log};
 use crate::record::Record;
 use crate::replay::Rebuilt;
 use crate::store::{Entry, Inner, Store};
 
 /// How long [`Store::open`] waits for the directory's lock.
 const LOCK_WAIT: Duration = Duration::from_millis(500);
+
+/// When the log is synced to disk; see the crate docs for what each can
+/// lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Sync before acknowledging every mutation (group commit).
+    Always,
+    /// Sync once a second in the background.
+    EverySec,
+    /// Never sync explicitly.
+    No,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(FsyncPolicy::Always),
+            "everysec" => Ok(FsyncPolicy::EverySec),
+            "no" => Ok(FsyncPolicy::No),
+            _ => Err(format!(
+                "fsync policy '{s}' is not one of always, everysec, no"
+            )),
+        }
+    }
+}
 
 /// How a [`Store`] behaves.
 #[derive(Clone, Debug)]
