@@ -30,7 +30,8 @@ pub(crate) const FORMAT: u32 = 7;
 const FORMAT_LINE: &str = "seen-store data directory, format ";
 
 /// Reads the directory's `FORMAT` file: refuses a later format, upgrades an
-/// earlier one, marks a new directory as of [`FORMAT`]. Returns how many
+/// earlier one, marks a new directory as of [`FORMAT`] (and leaves one of
+/// [`FORMAT`] as it is). Returns how many
 /// adds an upgrade took from staging rings.
 pub(crate) fn upgrade_if_needed(
     fs: &dyn Fs,
@@ -47,10 +48,14 @@ pub(crate) fn upgrade_if_needed(
                 .trim_end()
                 .strip_prefix(FORMAT_LINE)
                 .and_then(|n| n.parse::<u32>().ok());
-            n.ok_or_else(|| ErrorKind::Format {
-                path: path.clone(),
-                what: format!("not a format line: {:?}", text.trim_end()),
-            })?
+            match n {
+                Some(FORMAT) => return Ok(0),
+                Some(n) => n,
+                None => {
+                    let what = format!("not a format line: {:?}", text.trim_end());
+                    return Err(ErrorKind::Format { path, what }.into());
+                }
+            }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Format 1 had no such file, but a log in `wal/`.
