@@ -177,12 +177,14 @@ pub fn redis_bits_per_entry(error_rate: f64) -> f64 {
     -error_rate.ln() / 0.480453013918201
 }
 
-/// RedisBloom's hash count for an error rate: `ceil(0.693147180559945 * bpe)`.
-// RedisBloom's literal, not `LN_2`: the last digits differ, and the result
-// must match RedisBloom's to the bit.
+/// RedisBloom's `LN2`: its literal, not `LN_2`, whose last digits differ;
+/// hash counts must match RedisBloom's to the bit.
 #[allow(clippy::approx_constant)]
+pub(crate) const REDIS_LN2: f64 = 0.693147180559945;
+
+/// RedisBloom's hash count for an error rate: `ceil(LN2 * bpe)`.
 pub fn redis_hashes(error_rate: f64) -> u32 {
-    let k = (0.693147180559945 * redis_bits_per_entry(error_rate)).ceil();
+    let k = (REDIS_LN2 * redis_bits_per_entry(error_rate)).ceil();
     if k.is_finite() && k >= 1.0 {
         (k as u64).min(u32::MAX as u64) as u32
     } else {
@@ -190,8 +192,10 @@ pub fn redis_hashes(error_rate: f64) -> u32 {
     }
 }
 
-/// RedisBloom's bit count for a link: `floor(capacity * bpe)` rounded up to a
-/// multiple of 64 (RedisBloom's `BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64`).
+/// RedisBloom's bit count for a link: `floor(capacity * bpe)`, at least 1,
+/// rounded up to a multiple of 64 (RedisBloom's `BLOOM_OPT_NOROUND |
+/// BLOOM_OPT_FORCE64`): at high error rates (0.99 for 3 items) the floor is
+/// 0 and the link has 64 bits.
 pub fn redis_bits(capacity: u64, error_rate: f64) -> Result<u64> {
     check_capacity(capacity)?;
     check_error_rate(error_rate)?;
@@ -203,7 +207,7 @@ pub fn redis_bits(capacity: u64, error_rate: f64) -> Result<u64> {
         }
         .into());
     }
-    Ok((bits as u64).div_ceil(64) * 64)
+    Ok((bits as u64).max(1).div_ceil(64) * 64)
 }
 
 // ---------------------------------------------------------------- blocked --
@@ -532,6 +536,11 @@ mod tests {
         assert_eq!(redis_hashes(0.001), 10);
         assert_eq!(redis_bits(10, 0.005).unwrap(), 128);
         assert_eq!(redis_hashes(0.005), 8);
+        // BF.DEBUG after `BF.RESERVE k 0.99 3`: "bytes:8 bits:64 hashes:1";
+        // after `BF.RESERVE k 0.99 12345`: "bytes:40 bits:320 hashes:1".
+        assert_eq!(redis_bits(3, 0.99).unwrap(), 64);
+        assert_eq!(redis_bits(12_345, 0.99).unwrap(), 320);
+        assert_eq!(redis_hashes(0.99), 1);
     }
 
     #[test]
