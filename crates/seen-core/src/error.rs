@@ -131,9 +131,29 @@ pub enum ErrorKind {
     /// A field holds a value that no valid filter has.
     #[error("corrupt filter data: {0}")]
     Corrupt(String),
+    /// A RedisBloom dump chunk (`BF.LOADCHUNK`) does not fit its chain.
+    #[error("the dump chunk does not fit the filter ({why:?}): {detail}")]
+    ChunkMisfit {
+        /// Which of RedisBloom's refusals it is.
+        why: ChunkMisfit,
+        /// Where it fell.
+        detail: String,
+    },
     /// An I/O error while reading or writing.
     #[error("I/O error: {0}")]
     Io(#[source] std::io::Error),
+}
+
+/// Why a RedisBloom dump chunk does not fit its chain, told apart as
+/// RedisBloom tells them apart (each has its own reply there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkMisfit {
+    /// The iterator is 0, or smaller than the chunk.
+    BadIterator,
+    /// The chunk starts past the end of the last link.
+    NoLink,
+    /// The chunk runs past the end of the link it starts in.
+    TooBig,
 }
 
 /// Shorthand for building a [`ErrorKind::Corrupt`] error.

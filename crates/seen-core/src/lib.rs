@@ -57,7 +57,7 @@ mod stats;
 pub use bloom::{BloomFilter, FilterBuilder, DEFAULT_MAX_BYTES};
 pub use budget::{Charge, MemoryBudget};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{ChunkMisfit, Error, ErrorKind, Result};
 pub use format::{decode, AnyFilter, DecodeOptions, FilterKind};
 pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
 pub use raw::Layout;

@@ -18,10 +18,10 @@
 //! it, whose data starts at offset `iter - 1 - len`.
 
 use crate::bloom::BloomFilter;
-use crate::error::{ErrorKind, Result};
+use crate::error::{ChunkMisfit, ErrorKind, Result};
 use crate::raw::Layout;
 use crate::scalable::{ChainParams, ScalableBloomFilter, MAX_LINKS};
-use crate::sizing::{redis_bits_per_entry, MAX_HASHES};
+use crate::sizing::{redis_bits_per_entry, MAX_HASHES, REDIS_LN2};
 
 /// The largest chunk `BF.SCANDUMP` returns: 16 MiB, as RedisBloom.
 pub const MAX_CHUNK: u64 = 16 * 1024 * 1024;
@@ -155,6 +155,7 @@ impl ScalableBloomFilter {
             let bits = u64_at(o + 8);
             let items = u64_at(o + 16);
             let error = f64::from_le_bytes(data[o + 24..o + 32].try_into().expect("8"));
+            let bpe = f64::from_le_bytes(data[o + 32..o + 40].try_into().expect("8"));
             let hashes = u32_at(o + 40);
             let capacity = u64_at(o + 44);
             let n2 = data[o + 52];
@@ -168,6 +169,13 @@ impl ScalableBloomFilter {
             }
             if !(error.is_finite() && error > 0.0 && error < 1.0) {
                 return Err(bad_data(format!("link {i}: error rate {error}")));
+            }
+            // RedisBloom's own check of a loaded link: its hash count is
+            // the one its bits per entry give.
+            if f64::from(hashes) != (REDIS_LN2 * bpe).ceil() {
+                return Err(bad_data(format!(
+                    "link {i}: {hashes} hashes for {bpe} bits per entry"
+                )));
             }
             total_bytes = total_bytes.saturating_add(bytes);
             item_sum = (item_sum.checked_add(items))
@@ -239,25 +247,32 @@ impl ScalableBloomFilter {
     /// once it knows the load will succeed).
     pub fn redis_chunk_place(&self, iter: u64, len: u64) -> Result<(usize, u64)> {
         self.require_classic()?;
-        let mut pos = iter
-            .checked_sub(1)
-            .and_then(|p| p.checked_sub(len))
-            .ok_or_else(|| bad_data(format!("iterator {iter} before a chunk of {len} bytes")))?;
+        let misfit = |why, detail: String| ErrorKind::ChunkMisfit { why, detail };
+        if iter == 0 || iter < len {
+            let detail = format!("iterator {iter} for a chunk of {len} bytes");
+            return Err(misfit(ChunkMisfit::BadIterator, detail).into());
+        }
+        // RedisBloom's `getLinkPos`: the chunk starts at `iter - len - 1`.
+        let past_end = || {
+            misfit(
+                ChunkMisfit::NoLink,
+                format!("iterator {iter} is past the end"),
+            )
+        };
+        let mut pos = (iter - len).checked_sub(1).ok_or_else(past_end)?;
         let sizes: Vec<u64> = self.link_info().iter().map(|l| l.bits / 8).collect();
         for (i, bytes) in sizes.into_iter().enumerate() {
             if pos < bytes {
                 if len > bytes - pos {
-                    return Err(bad_data(format!(
-                        "chunk of {len} bytes at offset {pos} overruns link {i} of {bytes} bytes"
-                    )));
+                    let detail =
+                        format!("{len} bytes at offset {pos} overrun link {i} of {bytes} bytes");
+                    return Err(misfit(ChunkMisfit::TooBig, detail).into());
                 }
                 return Ok((i, pos));
             }
             pos -= bytes;
         }
-        Err(bad_data(format!(
-            "iterator {iter} is past the end of the filter"
-        )))
+        Err(past_end().into())
     }
 
     fn write_link_bytes(&mut self, link: usize, offset: u64, data: &[u8]) {

@@ -78,13 +78,26 @@ pub(crate) fn loadchunk(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             ctx.dirty(1);
             Reply::ok()
         }
-        Err(e) => match e.kind() {
-            seen_store::ErrorKind::Filter(f) => match f.kind() {
-                seen_core::ErrorKind::TooLarge { .. } => super::filter_error(f),
-                _ => Reply::error("ERR received bad data"),
-            },
-            seen_store::ErrorKind::WrongKind(_) => Reply::error("ERR received bad data"),
-            _ => store_error(&e),
-        },
+        Err(e) => refusal(&e),
     }
+}
+
+/// RedisBloom's reply to a header or chunk it does not take (a header too
+/// large to allocate included); seen's reason goes to the log.
+fn refusal(e: &seen_store::Error) -> Reply {
+    use seen_core::{ChunkMisfit, ErrorKind as Core};
+    let reply = match e.kind() {
+        seen_store::ErrorKind::Filter(f) => match f.kind() {
+            Core::ChunkMisfit { why, .. } => match why {
+                ChunkMisfit::NoLink => "ERR invalid offset - no link found",
+                ChunkMisfit::TooBig => "ERR invalid chunk - Too big for current filter",
+                ChunkMisfit::BadIterator => "ERR received bad data",
+            },
+            _ => "ERR received bad data",
+        },
+        seen_store::ErrorKind::WrongKind(_) => "ERR received bad data",
+        _ => return store_error(e),
+    };
+    tracing::info!("BF.LOADCHUNK refused: {e}");
+    Reply::error(reply)
 }
