@@ -36,14 +36,19 @@ pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
 
 /// Redis's `string2d` / `RedisModule_StringToDouble`: the whole string is a
 /// number (`strtod` syntax: decimal, exponent, `inf`), no leading space,
-/// not NaN.
+/// not NaN, and neither overflowing to infinity (`1e400`) nor underflowing
+/// to zero (`1e-400`), which `strtod` reports as out of range.
 pub(crate) fn parse_f64(s: &[u8]) -> Option<f64> {
     if s.is_empty() || s[0].is_ascii_whitespace() {
         return None;
     }
     let text = std::str::from_utf8(s).ok()?;
     let v: f64 = text.parse().ok()?;
-    if v.is_nan() {
+    let spelled_infinite = text.to_ascii_lowercase().contains("inf");
+    let mantissa = text.split(['e', 'E']).next().unwrap_or("");
+    let spelled_zero = !mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    let out_of_range = (v.is_infinite() && !spelled_infinite) || (v == 0.0 && !spelled_zero);
+    if v.is_nan() || out_of_range {
         return None;
     }
     Some(v)
@@ -91,7 +96,18 @@ mod tests {
         assert_eq!(parse_f64(b"0.01"), Some(0.01));
         assert_eq!(parse_f64(b"1e-3"), Some(0.001));
         assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
-        for bad in [&b""[..], b" 1", b"1 ", b"x", b"nan", b"0.1x"] {
+        assert_eq!(parse_f64(b"-Infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"0.0e5"), Some(0.0));
+        for bad in [
+            &b""[..],
+            b" 1",
+            b"1 ",
+            b"x",
+            b"nan",
+            b"0.1x",
+            b"1e400",
+            b"1e-400",
+        ] {
             assert_eq!(parse_f64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

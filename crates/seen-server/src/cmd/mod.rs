@@ -3,6 +3,7 @@
 //! commands are tested without a network.
 
 mod bf_add;
+mod bf_debug;
 mod bf_dump;
 mod bf_exists;
 mod bf_info;

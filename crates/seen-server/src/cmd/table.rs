@@ -1,7 +1,9 @@
 //! The command table: names, arities (Redis's convention: `n` exactly,
 //! `-n` at least), flags and key positions, for dispatch and `COMMAND`.
 
-use super::{bf_add, bf_dump, bf_exists, bf_info, bf_reserve, conn, expire, keys, server, Handler};
+use super::{
+    bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, conn, expire, keys, server, Handler,
+};
 
 pub(crate) struct Spec {
     pub(crate) name: &'static str,
@@ -117,6 +119,16 @@ pub(crate) static COMMANDS: &[Spec] = &[
         "Returns the number of items added"
     ),
     spec!(
+        "bf.debug",
+        -1,
+        R,
+        1,
+        1,
+        1,
+        bf_debug::debug,
+        "Returns internal debug information about a Bloom Filter"
+    ),
+    spec!(
         "bf.scandump",
         -1,
         &["readonly"],
@@ -215,7 +227,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         server::config,
-        "CONFIG GET and RESETSTAT"
+        "CONFIG GET, SET (the bf-* settings) and RESETSTAT"
     ),
     spec!(
         "info",

@@ -2,6 +2,7 @@
 //! raw RESP, redis-cli, redis-benchmark, redis-py and the `redis` crate.
 
 mod clients;
+mod drop_in;
 mod limits;
 mod protocol;
 mod restart;
