@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use seen_store::FsyncPolicy;
 
+use crate::bf_config::BfDefaults;
+
 /// How `seen serve` runs. [`Config::default`] is what `seen serve` does
 /// with no flags: 127.0.0.1:6379, data in `./seen-data`, `everysec`.
 #[derive(Clone, Debug)]
@@ -53,6 +55,9 @@ pub struct Config {
     pub salvage: bool,
     /// Worker threads (0: one per core).
     pub threads: usize,
+    /// RedisBloom's `bf-*` settings at start (`CONFIG SET` changes them
+    /// while the server runs).
+    pub bf: BfDefaults,
 }
 
 impl Default for Config {
@@ -73,6 +78,7 @@ impl Default for Config {
             save_log_size: Some(DEFAULT_SAVE_LOG_SIZE),
             salvage: false,
             threads: 0,
+            bf: BfDefaults::default(),
         }
     }
 }

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 mod args;
+pub mod bf_config;
 mod cmd;
 mod config;
 mod connection;
@@ -37,5 +38,6 @@ mod glob;
 mod server;
 mod state;
 
+pub use bf_config::{BfDefaults, BfSetting};
 pub use config::{default_maxmemory, Config};
 pub use server::{run_blocking, Server, ServerError, ShutdownHandle};

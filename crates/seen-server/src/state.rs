@@ -1,12 +1,13 @@
 //! What all connections share: the store, settings, counters.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use seen_store::Store;
 use tokio::sync::watch;
 
+use crate::bf_config::BfDefaults;
 use crate::config::Config;
 
 /// Server-wide counters for `INFO stats`.
@@ -39,6 +40,15 @@ pub(crate) struct Shared {
     pub(crate) skip_final_checkpoint: AtomicBool,
     /// Set to true to stop the server (SHUTDOWN, signals).
     pub(crate) shutdown: watch::Sender<bool>,
+    /// RedisBloom's `bf-*` settings now (`CONFIG SET` changes them).
+    pub(crate) bf: Mutex<BfDefaults>,
+}
+
+impl Shared {
+    /// The `bf-*` settings now.
+    pub(crate) fn bf_defaults(&self) -> BfDefaults {
+        self.bf.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 pub(crate) fn unix_now() -> i64 {
@@ -53,6 +63,7 @@ impl Shared {
         let (tx, _) = watch::channel(false);
         Arc::new(Shared {
             store,
+            bf: Mutex::new(config.bf.clone()),
             config,
             stats: Stats::default(),
             started: Instant::now(),

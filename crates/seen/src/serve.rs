@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use seen_server::Config;
+use seen_server::{BfDefaults, BfSetting, Config};
 use seen_store::FsyncPolicy;
 
 use crate::units::parse_bytes;
@@ -105,6 +105,20 @@ pub(crate) struct ServeArgs {
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Error rate of the filters BF.ADD, BF.MADD and BF.INSERT create for
+    /// a missing key (RedisBloom's bf-error-rate, in (0, 1); above 0.25 is
+    /// taken as 0.25). CONFIG SET bf-error-rate changes it while running.
+    #[arg(long, default_value = "0.01", value_name = "RATE")]
+    bf_error_rate: String,
+    /// Capacity of the filters BF.ADD, BF.MADD and BF.INSERT create for a
+    /// missing key (RedisBloom's bf-initial-size, 1 to 1073741824).
+    #[arg(long, default_value = "100", value_name = "ITEMS")]
+    bf_initial_size: String,
+    /// Expansion of the filters BF.ADD, BF.MADD and BF.INSERT create, and
+    /// of BF.RESERVE without EXPANSION (RedisBloom's bf-expansion-factor,
+    /// 0 to 32768; 0: they do not scale).
+    #[arg(long, default_value = "2", value_name = "FACTOR")]
+    bf_expansion_factor: String,
     /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
     #[arg(long, default_value = "info", env = "SEEN_LOG")]
     log: String,
@@ -129,6 +143,15 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.requirepass.as_deref() == Some("") {
         anyhow::bail!("--requirepass is empty: give a password or leave the flag out");
     }
+    let mut bf = BfDefaults::default();
+    for (setting, value) in [
+        (BfSetting::ErrorRate, &a.bf_error_rate),
+        (BfSetting::InitialSize, &a.bf_initial_size),
+        (BfSetting::ExpansionFactor, &a.bf_expansion_factor),
+    ] {
+        bf.set(setting, value.as_bytes())
+            .map_err(|why| anyhow::anyhow!("--{}: {why}", setting.name()))?;
+    }
     let config = Config {
         bind: a.bind,
         port: a.port,
@@ -148,6 +171,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         save_log_size: (a.save_log_size > 0).then_some(a.save_log_size),
         salvage: a.salvage,
         threads: a.threads,
+        bf,
     };
     let dir = config.dir.clone();
     seen_server::run_blocking(config).with_context(|| format!("serving from {}", dir.display()))?;

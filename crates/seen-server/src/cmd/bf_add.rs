@@ -6,19 +6,21 @@ use seen_core::Layout;
 use seen_resp::Reply;
 use seen_store::FilterSpec;
 
-use super::bf_reserve::{parse_layout, DEFAULT_EXPANSION};
+use super::bf_reserve::parse_layout;
 use super::{filter_error, key_kind, store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
 use crate::args::{byte_at, parse_f64, parse_i64};
 
-/// What `BF.ADD`/`BF.MADD` create when the key is missing: RedisBloom's
-/// defaults (error 0.01, capacity 100, expansion 2, its layout).
-fn default_spec() -> FilterSpec {
+/// What `BF.ADD`/`BF.MADD` create when the key is missing: the `bf-*`
+/// settings' filter (by default RedisBloom's: error 0.01, capacity 100,
+/// expansion 2), in RedisBloom's layout.
+fn default_spec(ctx: &Ctx<'_>) -> FilterSpec {
+    let d = ctx.shared.bf_defaults();
     FilterSpec::Scalable {
-        capacity: 100,
-        error_rate: 0.01,
+        capacity: d.initial_size(),
+        error_rate: d.error_rate(),
         layout: Layout::Classic,
-        expansion: DEFAULT_EXPANSION,
-        nonscaling: false,
+        expansion: d.expansion().max(1),
+        nonscaling: d.expansion() == 0,
     }
 }
 
@@ -26,7 +28,7 @@ pub(crate) fn add(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() != 3 {
         return wrong_arity("bf.add");
     }
-    match add_items(ctx, &args[1], &args[2..], Some(&default_spec())) {
+    match add_items(ctx, &args[1], &args[2..], Some(&default_spec(ctx))) {
         Ok((new, None)) => Reply::Bool(new[0]),
         Ok((_, Some(err))) => err,
         Err(r) => r,
@@ -41,14 +43,14 @@ pub(crate) fn add_batch(
     key: &[u8],
     items: &[Bytes],
 ) -> Result<(Vec<bool>, Option<Reply>), Reply> {
-    add_items(ctx, key, items, Some(&default_spec()))
+    add_items(ctx, key, items, Some(&default_spec(ctx)))
 }
 
 pub(crate) fn madd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.madd");
     }
-    multi(ctx, &args[1], &args[2..], Some(&default_spec()))
+    multi(ctx, &args[1], &args[2..], Some(&default_spec(ctx)))
 }
 
 /// The array reply of a multi-add: one boolean per item added, then the
@@ -106,9 +108,10 @@ pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() < 4 {
         return wrong_arity("bf.insert");
     }
-    let mut capacity: i64 = 100;
-    let mut error_rate = 0.01;
-    let mut expansion: i64 = DEFAULT_EXPANSION as i64;
+    let defaults = ctx.shared.bf_defaults();
+    let mut capacity = i64::try_from(defaults.initial_size()).unwrap_or(i64::MAX);
+    let mut error_rate = defaults.error_rate();
+    let mut expansion = None;
     let mut autocreate = true;
     let mut nonscaling = false;
     let mut layout = Layout::Classic;
@@ -133,7 +136,7 @@ pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     }
                 } else {
                     match parse_i64(&args[pos]) {
-                        Some(v) => expansion = v,
+                        Some(v) => expansion = Some(v),
                         None => return Reply::error("Bad expansion"),
                     }
                 }
@@ -171,6 +174,14 @@ pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let Some(items_at) = items_at.filter(|&i| i < args.len()) else {
         return wrong_arity("bf.insert");
+    };
+    // Without EXPANSION, `bf-expansion-factor` (0: not scaling).
+    let expansion = match expansion {
+        Some(e) => e,
+        None => {
+            nonscaling |= defaults.expansion() == 0;
+            i64::from(defaults.expansion().max(1))
+        }
     };
     if !(error_rate > 0.0 && error_rate < 1.0) || capacity < 1 || expansion < 1 {
         return Reply::error("Bad argument received");

@@ -12,9 +12,6 @@ use seen_store::FilterSpec;
 use super::{key_kind, store_error, wrong_arity, Ctx, WRONGTYPE};
 use crate::args::{is, parse_f64, parse_i64};
 
-/// RedisBloom's default expansion.
-pub(crate) const DEFAULT_EXPANSION: u32 = 2;
-
 /// Where a keyword is among the options (after the three fixed arguments).
 fn find(args: &[Bytes], keyword: &str) -> Option<usize> {
     (4..args.len()).find(|&i| is(&args[i], keyword))
@@ -49,8 +46,11 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if capacity <= 0 {
         return Reply::error("ERR (capacity should be larger than 0)");
     }
-    let nonscaling = find(args, "NONSCALING").is_some();
-    let mut expansion = DEFAULT_EXPANSION;
+    // `bf-expansion-factor` 0 makes filters not scale unless EXPANSION
+    // says otherwise.
+    let defaults = ctx.shared.bf_defaults();
+    let nonscaling = find(args, "NONSCALING").is_some() || defaults.expansion() == 0;
+    let mut expansion = defaults.expansion().max(1);
     if let Some(at) = find(args, "EXPANSION") {
         if at + 1 == args.len() {
             return Reply::error("ERR no expansion");

@@ -11,6 +11,7 @@ use seen_store::FsyncPolicy;
 use super::table::Spec;
 use super::{store_error, syntax_error, wrong_arity, Ctx, COMMANDS};
 use crate::args::is;
+use crate::bf_config::BfSetting;
 use crate::glob;
 
 fn spec_info(s: &Spec) -> Reply {
@@ -87,9 +88,10 @@ pub(crate) fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-/// The settings `CONFIG GET` reports, as Redis names them.
+/// The settings `CONFIG GET` reports, as Redis and RedisBloom name them.
 fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
     let c = &ctx.shared.config;
+    let bf = ctx.shared.bf_defaults();
     let fsync = match c.fsync {
         FsyncPolicy::Always => "always",
         FsyncPolicy::EverySec => "everysec",
@@ -123,6 +125,59 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         ("protected-mode", "no".into()),
         ("cluster-enabled", "no".into()),
     ]
+    .into_iter()
+    .chain(BfSetting::ALL.map(|s| (s.name(), bf.text(s).to_string())))
+    .collect()
+}
+
+/// `CONFIG SET name value [name value ...]`: the `bf-*` settings, all or
+/// none (Redis's rule); every other setting is seen's flag, fixed while
+/// it runs.
+fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
+        return wrong_arity("config|set");
+    }
+    let failed = |name: &[u8], why: &str| {
+        Reply::error(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    let known: Vec<&str> = config_values(ctx).into_iter().map(|(n, _)| n).collect();
+    let mut now = ctx.shared.bf.lock().unwrap_or_else(|e| e.into_inner());
+    let mut next = now.clone();
+    let mut seen_names: Vec<&[u8]> = Vec::new();
+    for pair in args[2..].chunks(2) {
+        let (name, value) = (&pair[0][..], &pair[1][..]);
+        if seen_names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            return failed(name, "duplicate parameter");
+        }
+        seen_names.push(name);
+        match BfSetting::named(name) {
+            Some(which) => {
+                if let Err(why) = next.set(which, value) {
+                    return failed(which.name().as_bytes(), &why);
+                }
+            }
+            None if known
+                .iter()
+                .any(|k| k.as_bytes().eq_ignore_ascii_case(name)) =>
+            {
+                return failed(
+                    name,
+                    "seen cannot change it while running: restart `seen serve` with its flag",
+                );
+            }
+            None => {
+                return Reply::error(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                    String::from_utf8_lossy(name)
+                ))
+            }
+        }
+    }
+    *now = next;
+    Reply::ok()
 }
 
 pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -156,7 +211,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         Reply::ok()
     } else if is(sub, "set") {
-        Reply::error("ERR CONFIG SET is not supported by seen: restart `seen serve` with the flag (see seen serve --help)")
+        config_set(ctx, args)
     } else {
         Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",

@@ -6,5 +6,6 @@ mod drop_in;
 mod limits;
 mod protocol;
 mod restart;
+mod settings;
 mod support;
 mod vectors;
