@@ -7,7 +7,7 @@ use seen_resp::Reply;
 use seen_store::FilterSpec;
 
 use super::bf_reserve::parse_layout;
-use super::{filter_error, key_kind, store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
+use super::{add_stopped, key_kind, store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
 use crate::args::{byte_at, parse_f64, parse_i64};
 
 /// What `BF.ADD`/`BF.MADD` create when the key is missing: the `bf-*`
@@ -94,7 +94,7 @@ fn add_items(
             ctx.depends_on(pending);
             let added = outcome.new.iter().filter(|&&n| n).count() as u64;
             ctx.dirty(added);
-            Ok((outcome.new, outcome.stopped.as_ref().map(filter_error)))
+            Ok((outcome.new, outcome.stopped.as_ref().map(add_stopped)))
         }
         Err(e) => Err(store_error(&e)),
     }

@@ -98,10 +98,24 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 /// Creates a filter within the memory limits, `max-filter-bytes` and
 /// `maxmemory` for all filters together, which the store keeps (durably:
-/// creation is rare, so it waits for its own log record).
+/// creation is rare, so it waits for its own log record). A filter the
+/// limits or the allocator refuse gets RedisBloom's "Insufficient memory"
+/// reply, seen's reason going to the log.
 pub(crate) fn create(ctx: &mut Ctx<'_>, key: &[u8], spec: &FilterSpec) -> Result<(), Reply> {
+    use seen_core::ErrorKind as Core;
     ctx.shared
         .store
         .create(key, spec)
-        .map_err(|e| store_error(&e))
+        .map_err(|e| match e.kind() {
+            seen_store::ErrorKind::Filter(f) => {
+                tracing::warn!(key = %String::from_utf8_lossy(key), "filter not created: {f}");
+                match f.kind() {
+                    Core::TooLarge { .. } | Core::OutOfMemory(_) => {
+                        Reply::error("ERR Insufficient memory to create filter")
+                    }
+                    _ => Reply::error("ERR could not create filter"),
+                }
+            }
+            _ => store_error(&e),
+        })
 }

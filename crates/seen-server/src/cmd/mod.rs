@@ -126,6 +126,20 @@ pub(crate) fn filter_error(e: &seen_core::Error) -> Reply {
     }
 }
 
+/// Why an add stopped before its end, as RedisBloom replies: a full
+/// non-scaling filter, or (for a chain that could not grow: memory, the
+/// limits, the most sub-filters) "problem inserting", seen's reason
+/// going to the log.
+pub(crate) fn add_stopped(e: &seen_core::Error) -> Reply {
+    match e.kind() {
+        seen_core::ErrorKind::Full => Reply::error("ERR non scaling filter is full"),
+        _ => {
+            tracing::warn!("an add stopped: {e}");
+            Reply::error("ERR problem inserting into filter")
+        }
+    }
+}
+
 /// What kind of value a key holds, for type checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeyKind {

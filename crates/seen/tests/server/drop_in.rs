@@ -101,3 +101,33 @@ fn replies_match_redisbloom_for_sizing_debug_and_dumps() {
     let (key, debug) = kept.last().unwrap();
     assert_eq!(text(&c.cmd(&["BF.DEBUG", key])), text(debug));
 }
+
+/// A filter too large to allocate: RedisBloom's text (its
+/// `src/rebloom.c`; RedisBloom 2.8.20 in Redis 7.0 aborts the server
+/// instead, so there is no recording), and the server goes on.
+#[test]
+fn a_filter_too_large_gets_redisblooms_insufficient_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path(), &[]);
+    let mut c = server.raw();
+    for cmd in [
+        vec!["BF.RESERVE", "big", "0.01", "1000000000000000000"],
+        vec![
+            "BF.INSERT",
+            "big2",
+            "CAPACITY",
+            "1000000000000000000",
+            "ITEMS",
+            "x",
+        ],
+        vec!["BF.RESERVE", "big3", "0.000000001", "100000000000000000"],
+    ] {
+        assert_eq!(
+            text(&c.cmd(&cmd)),
+            "-ERR Insufficient memory to create filter\r\n",
+            "{cmd:?}"
+        );
+    }
+    assert_eq!(c.cmd(&["EXISTS", "big", "big2", "big3"]), b":0\r\n");
+    assert_eq!(c.cmd(&["BF.ADD", "small", "x"]), b":1\r\n");
+}
