@@ -54,6 +54,8 @@ async fn run_batch(
         let n = cmd::fusable_len(client, &reqs[i..]);
         if n >= 2 {
             let replies = cmd::execute_fused(shared, client, &reqs[i..i + n]);
+            let errors = replies.iter().filter(|r| matches!(r, Reply::Error(_)));
+            (shared.stats.errors).fetch_add(errors.count() as u64, Ordering::Relaxed);
             for r in &replies {
                 r.encode(client.proto, out);
             }

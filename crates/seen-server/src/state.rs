@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seen_store::Store;
 use tokio::sync::watch;
@@ -42,6 +42,37 @@ pub(crate) struct Shared {
     pub(crate) shutdown: watch::Sender<bool>,
     /// RedisBloom's `bf-*` settings now (`CONFIG SET` changes them).
     pub(crate) bf: Mutex<BfDefaults>,
+    pub(crate) auth_failures: AuthFailures,
+}
+
+/// How often failed `AUTH`s are logged at most: a client guessing
+/// passwords as fast as it can (over 100,000 a second) writes one line
+/// per interval, with the count, not one per attempt.
+const AUTH_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Failed `AUTH` attempts not logged yet, and when the last line was.
+#[derive(Default)]
+pub(crate) struct AuthFailures {
+    unlogged: AtomicU64,
+    last_logged: Mutex<Option<Instant>>,
+}
+
+impl AuthFailures {
+    /// Counts a failed attempt from `addr`; logs the count once the last
+    /// line is [`AUTH_LOG_EVERY`] old (at once for the first).
+    pub(crate) fn record(&self, addr: &str) {
+        self.unlogged.fetch_add(1, Ordering::Relaxed);
+        let mut last = self.last_logged.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| t.elapsed() < AUTH_LOG_EVERY) {
+            return;
+        }
+        let n = self.unlogged.swap(0, Ordering::Relaxed);
+        let since = last.map_or(String::new(), |t| {
+            format!(" in the last {} s", t.elapsed().as_secs())
+        });
+        tracing::warn!(client = %addr, "{n} failed AUTH attempt(s){since}, the last from this client");
+        *last = Some(Instant::now());
+    }
 }
 
 impl Shared {
@@ -64,6 +95,7 @@ impl Shared {
         Arc::new(Shared {
             store,
             bf: Mutex::new(config.bf.clone()),
+            auth_failures: AuthFailures::default(),
             config,
             stats: Stats::default(),
             started: Instant::now(),

@@ -38,22 +38,26 @@ fn password_ok(given: &[u8], expected: &str) -> bool {
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// Checks `user`/`pass` (user `default` only, as Redis without ACLs).
+/// Checks `user`/`pass` as Redis 7 without ACL users does: the one user is
+/// `default` (case matters); with no password set it takes any password,
+/// and `AUTH <password>` alone is an error. Failed attempts are logged at
+/// most once every few seconds, with their count.
 fn authenticate(ctx: &mut Ctx<'_>, user: Option<&Bytes>, pass: &Bytes) -> Result<(), Reply> {
-    let Some(expected) = ctx.shared.config.requirepass.as_deref() else {
-        if user.is_some() && !is(user.unwrap_or(&Bytes::new()), "default") {
-            return Err(Reply::error(WRONGPASS));
-        }
-        return Err(Reply::error(
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        ));
-    };
     let user_ok = user.is_none_or(|u| &u[..] == b"default");
-    if user_ok && password_ok(pass, expected) {
+    let accepted = match ctx.shared.config.requirepass.as_deref() {
+        None if user.is_none() => {
+            return Err(Reply::error(
+                "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ))
+        }
+        None => user_ok,
+        Some(expected) => user_ok && password_ok(pass, expected),
+    };
+    if accepted {
         ctx.client.authenticated = true;
         Ok(())
     } else {
-        tracing::warn!(client = %ctx.client.addr, "failed AUTH");
+        ctx.shared.auth_failures.record(&ctx.client.addr);
         Err(Reply::error(WRONGPASS))
     }
 }

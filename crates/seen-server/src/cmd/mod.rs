@@ -175,8 +175,20 @@ pub(crate) fn key_kind(shared: &Shared, key: &[u8]) -> Result<Option<KeyKind>, R
         .map_err(|e| store_error(&e))
 }
 
-/// Runs one request.
+/// Runs one request. Every error reply counts in `total_error_replies`,
+/// as in Redis (an unknown command, `NOAUTH`, a wrong arity included).
 pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
+    let reply = run(shared, client, req);
+    if matches!(reply, Reply::Error(_)) {
+        shared
+            .stats
+            .errors
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    reply
+}
+
+fn run(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
     let args = req.args();
     let Some(name) = args.first() else {
         return Reply::error("ERR empty command");
@@ -201,14 +213,7 @@ pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) 
         return wrong_arity(spec.name);
     }
     let mut ctx = Ctx { shared, client };
-    let reply = (spec.handler)(&mut ctx, args);
-    if matches!(reply, Reply::Error(_)) {
-        shared
-            .stats
-            .errors
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    reply
+    (spec.handler)(&mut ctx, args)
 }
 
 /// Which fused family a request belongs to: adds (`BF.ADD`, `BF.MADD`) or
