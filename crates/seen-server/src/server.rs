@@ -269,6 +269,7 @@ async fn background_checkpoint(shared: &Arc<Shared>) {
 /// Runs a server until SIGINT, SIGTERM or `SHUTDOWN`, on a runtime with
 /// `config.threads` workers. What `seen serve` calls.
 pub fn run_blocking(config: Config) -> Result<(), ServerError> {
+    crate::state::tune_allocator();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if config.threads > 0 {
         rt.worker_threads(config.threads);

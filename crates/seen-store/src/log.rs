@@ -41,6 +41,9 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 /// loss then takes at most about this much.
 const SYNC_OVERDUE: Duration = Duration::from_millis(1500);
 
+/// The largest write buffer kept for the next write.
+const SPARE_MAX: usize = 1 << 20;
+
 /// What a caller of the log waits for: a batch written, or the end of
 /// the sync of a generation (see [`Log::sync_through`]).
 #[derive(Clone, Copy)]
@@ -84,7 +87,8 @@ struct State {
     pending: Vec<u8>,
     pending_first: u64,
     pending_callers: usize,
-    /// The buffer of the last write, kept for the next one.
+    /// The buffer of the last write, kept for the next one (if it is no
+    /// larger than [`SPARE_MAX`]).
     spare: Vec<u8>,
     /// Every batch up to this lsn has been written, or has failed.
     done: u64,
@@ -347,8 +351,12 @@ impl Log {
             }
         }
         st.done = *lsns.end();
-        batch.clear();
-        st.spare = batch;
+        // A batch of large records (dump chunks) is not kept: its memory
+        // goes back rather than stay with the log.
+        if batch.capacity() <= SPARE_MAX {
+            batch.clear();
+            st.spare = batch;
+        }
         let roll_failed = match next {
             Some(Ok(next)) => {
                 if !poisoned && self.policy != FsyncPolicy::No {

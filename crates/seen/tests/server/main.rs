@@ -5,6 +5,7 @@ mod auth;
 mod clients;
 mod drop_in;
 mod limits;
+mod memory;
 mod protocol;
 mod restart;
 mod settings;
