@@ -1,5 +1,6 @@
 //! `seen calc`: sizing questions, answered by `seen_core::sizing`.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
@@ -83,11 +84,13 @@ pub(crate) fn run(args: CalcArgs) -> Result<ExitCode> {
             ),
         }
     };
+    let mut out = io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     } else {
-        print_text(&value);
+        print_text(&mut out, &value)?;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -263,55 +266,61 @@ fn table(args: &CalcArgs) -> Value {
     json!({"question": "table", "max_hashes": args.max_hashes, "rows": rows})
 }
 
-fn print_text(v: &Value) {
+fn print_text(out: &mut impl Write, v: &Value) -> io::Result<()> {
     match v["question"].as_str() {
         Some("table") => {
             let kmax = v["max_hashes"].as_u64().unwrap_or(0);
-            print!("{:>5}", "m/n");
+            write!(out, "{:>5}", "m/n")?;
             for k in 1..=kmax {
-                print!(" {:>9}", format!("k={k}"));
+                write!(out, " {:>9}", format!("k={k}"))?;
             }
-            println!(" {:>6} {:>9} {:>9}", "best k", "blocked", "(k)");
+            writeln!(out, " {:>6} {:>9} {:>9}", "best k", "blocked", "(k)")?;
             for row in v["rows"].as_array().into_iter().flatten() {
-                print!("{:>5}", row["bits_per_item"].to_string());
+                write!(out, "{:>5}", row["bits_per_item"].to_string())?;
                 for r in row["fpp_by_hashes"].as_array().into_iter().flatten() {
-                    print!(" {:>9}", fmt_fpp(r.as_f64().unwrap_or(f64::NAN)));
+                    write!(out, " {:>9}", fmt_fpp(r.as_f64().unwrap_or(f64::NAN)))?;
                 }
-                println!(
+                writeln!(
+                    out,
                     " {:>6} {:>9} {:>9}",
                     row["best_hashes"].to_string(),
                     fmt_fpp(row["blocked_best_fpp"].as_f64().unwrap_or(f64::NAN)),
                     format!("k={}", row["blocked_best_hashes"]),
-                );
+                )?;
             }
-            println!(
+            writeln!(out,
                 "\nm/n: bits per item; classic rate (1 - e^(-k n/m))^k by hash count k; blocked: seen's default layout at its best k"
-            );
+            )?;
         }
         q => {
             match q {
-                Some("size") => println!(
+                Some("size") => writeln!(
+                    out,
                     "For {} items at a false-positive rate of {}:",
                     v["capacity"],
                     fmt_fpp(v["fpp"].as_f64().unwrap_or(f64::NAN))
-                ),
-                Some("fpp") => println!(
+                )?,
+                Some("fpp") => writeln!(
+                    out,
                     "For {} items in {}:",
                     v["capacity"],
                     human_bytes(v["memory"].as_u64().unwrap_or(0))
-                ),
-                _ => println!(
+                )?,
+                _ => writeln!(
+                    out,
                     "In {} at a false-positive rate of {}:",
                     human_bytes(v["memory"].as_u64().unwrap_or(0)),
                     fmt_fpp(v["fpp"].as_f64().unwrap_or(f64::NAN))
-                ),
+                )?,
             }
-            println!(
+            writeln!(
+                out,
                 "{:<11} {:>14} {:>12} {:>7} {:>14} {:>9} {:>10}",
                 "layout", "bits", "memory", "hashes", "capacity", "bits/item", "fpp"
-            );
+            )?;
             for row in v["layouts"].as_array().into_iter().flatten() {
-                println!(
+                writeln!(
+                    out,
                     "{:<11} {:>14} {:>12} {:>7} {:>14} {:>9.2} {:>10}",
                     row["layout"].as_str().unwrap_or(""),
                     row["bits"].to_string(),
@@ -320,13 +329,14 @@ fn print_text(v: &Value) {
                     row["capacity"].to_string(),
                     row["bits_per_item"].as_f64().unwrap_or(f64::NAN),
                     fmt_fpp(row["fpp"].as_f64().unwrap_or(f64::NAN)),
-                );
+                )?;
             }
             for note in v["notes"].as_array().into_iter().flatten() {
-                println!("note: {}", note.as_str().unwrap_or(""));
+                writeln!(out, "note: {}", note.as_str().unwrap_or(""))?;
             }
         }
     }
+    Ok(())
 }
 
 fn fmt_fpp(p: f64) -> String {

@@ -1,7 +1,7 @@
 //! `seen inspect`: what a state file, a snapshot or a Redis filter holds.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -61,14 +61,14 @@ pub(crate) fn run(args: InspectArgs) -> Result<ExitCode> {
         (None, Some(url), Some(name)) => inspect_redis(url, name)?,
         _ => bail!("give a PATH, or --redis URL --name NAME"),
     };
+    let mut out = io::stdout().lock();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&Value::Object(report.clone()))?
-        );
+        let json = serde_json::to_string_pretty(&Value::Object(report.clone()))?;
+        writeln!(out, "{json}")?;
     } else {
-        print_text(&report);
+        print_text(&mut out, &report)?;
     }
+    out.flush()?;
     let failing = report["over_capacity"].as_bool().unwrap_or(false)
         || report
             .get("damaged_shards")
@@ -257,7 +257,7 @@ fn inspect_redis(url: &str, name: &str) -> Result<Map<String, Value>> {
     Ok(r)
 }
 
-fn print_text(r: &Map<String, Value>) {
+fn print_text(out: &mut impl Write, r: &Map<String, Value>) -> io::Result<()> {
     for (k, v) in r {
         if k == "links" {
             continue;
@@ -278,19 +278,21 @@ fn print_text(r: &Map<String, Value>) {
             (_, Value::Null) => "none".into(),
             (_, v) => v.to_string(),
         };
-        println!("{:<18} {}", format!("{k}:"), shown);
+        writeln!(out, "{:<18} {}", format!("{k}:"), shown)?;
     }
     if let Some(Value::Array(links)) = r.get("links") {
-        println!("links:");
+        writeln!(out, "links:")?;
         for (i, l) in links.iter().enumerate() {
-            println!(
+            writeln!(
+                out,
                 "  {i}: capacity {}, error rate {:.3e}, items {}, {}, {} hashes",
                 l["capacity"],
                 l["error_rate"].as_f64().unwrap_or(0.0),
                 l["items"],
                 human_bytes(l["bytes"].as_u64().unwrap_or(0)),
                 l["hashes"]
-            );
+            )?;
         }
     }
+    Ok(())
 }

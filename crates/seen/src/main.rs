@@ -49,11 +49,20 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader of the output went away (`seen calc --table | head`):
+        // the end it asked for, not an error.
+        Err(e) if closed_output(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("seen: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+fn closed_output(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Clap's errors in seen's one-line form: `seen: <what is wrong>`, exit 2.

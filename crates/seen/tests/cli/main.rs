@@ -2,6 +2,7 @@
 //! running the real binary.
 
 mod calc;
+mod closed_output;
 mod dedup;
 mod inspect;
 mod redis;
