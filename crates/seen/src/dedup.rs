@@ -625,6 +625,9 @@ fn open_backend(args: &DedupArgs) -> Result<Backend> {
     if let (Some(url), Some(name)) = (&args.redis, &args.name) {
         return open_redis(args, url, name);
     }
+    if let (Some(path), false) = (&args.state, args.read_only) {
+        check_state_writable(path)?;
+    }
     let filter = match &args.state {
         Some(path) => match load_state(path)? {
             Some(f) => {
@@ -748,9 +751,14 @@ fn load_state(path: &Path) -> Result<Option<BloomFilter>> {
     }
 }
 
-/// Writes the filter to `path` atomically: a temporary file in the same
-/// directory, fsync, rename over the old one, fsync the directory.
-fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
+/// The directory of a state file, and the temporary file it is written
+/// as before the rename.
+struct StatePaths {
+    dir: PathBuf,
+    tmp: PathBuf,
+}
+
+fn state_paths(path: &Path) -> Result<StatePaths> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -763,6 +771,28 @@ fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
         file_name.to_string_lossy(),
         std::process::id()
     ));
+    Ok(StatePaths { dir, tmp })
+}
+
+/// Makes and removes the state's temporary file, so that a state that
+/// could not be saved (no such directory, no permission, a read-only
+/// disk) is reported before any input is read, not after all of it.
+fn check_state_writable(path: &Path) -> Result<()> {
+    let StatePaths { tmp, .. } = state_paths(path)?;
+    File::create(&tmp)
+        .and_then(|_| fs::remove_file(&tmp))
+        .map_err(|e| {
+            anyhow!(
+                "cannot save state file '{}': {e} (nothing was read)",
+                path.display()
+            )
+        })
+}
+
+/// Writes the filter to `path` atomically: a temporary file in the same
+/// directory, fsync, rename over the old one, fsync the directory.
+fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
+    let StatePaths { dir, tmp } = state_paths(path)?;
     let result = (|| -> io::Result<()> {
         let f = File::create(&tmp)?;
         let mut w = io::BufWriter::with_capacity(1 << 20, f);

@@ -196,13 +196,39 @@ fn error_paths_leave_the_state_file_unchanged() {
     let o = run(&["dedup", "--state", dir.path().to_str().unwrap()], b"a\n");
     assert_error(&o, "is a directory");
 
-    // A state file in a directory that does not exist: the run's output is
-    // printed, then saving fails with exit 2.
+    // A state file in a directory that does not exist: refused with exit 2
+    // before any input is read (stdin here never ends) or printed.
     let nodir = dir.path().join("no/such/dir/s.seen");
-    let o = run(&["dedup", "--state", nodir.to_str().unwrap()], b"a\n");
+    let mut child = seen()
+        .args(["dedup", "--state", nodir.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut open_stdin = child.stdin.take().unwrap();
+    open_stdin.write_all(b"a\nb\n").unwrap();
+    let started = std::time::Instant::now();
+    let o = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "seen dedup waited for input it cannot save"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(open_stdin);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).starts_with("seen: cannot save state file"),
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        stderr(&o).starts_with("seen: cannot save state file")
+            && stderr(&o).contains("nothing was read"),
         "{}",
         stderr(&o)
     );
