@@ -9,6 +9,7 @@ mod bf_exists;
 mod bf_info;
 mod bf_reserve;
 mod conn;
+mod docs;
 mod expire;
 mod keys;
 mod server;

@@ -61,23 +61,7 @@ pub(crate) fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Reply::Map(
             wanted
                 .into_iter()
-                .map(|s| {
-                    (
-                        Reply::bulk(s.name),
-                        Reply::Map(vec![
-                            (Reply::bulk("summary"), Reply::bulk(s.summary)),
-                            (Reply::bulk("since"), Reply::bulk("1.0.0")),
-                            (
-                                Reply::bulk("group"),
-                                Reply::bulk(if s.name.starts_with("bf.") {
-                                    "module"
-                                } else {
-                                    "generic"
-                                }),
-                            ),
-                        ]),
-                    )
-                })
+                .map(|s| (Reply::bulk(s.name), super::docs::command_doc(s)))
                 .collect(),
         )
     } else {

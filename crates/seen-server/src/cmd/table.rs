@@ -46,7 +46,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_reserve::reserve,
-        "Creates a Bloom filter"
+        "Creates a new Bloom Filter"
     ),
     spec!(
         "bf.add",
@@ -56,7 +56,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_add::add,
-        "Adds an item to a Bloom filter"
+        "Adds an item to a Bloom Filter"
     ),
     spec!(
         "bf.madd",
@@ -66,7 +66,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_add::madd,
-        "Adds items to a Bloom filter"
+        "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"
     ),
     spec!(
         "bf.insert",
@@ -76,7 +76,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_add::insert,
-        "Adds items, creating the filter with the given parameters"
+        "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"
     ),
     spec!(
         "bf.exists",
@@ -86,7 +86,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_exists::exists,
-        "Checks whether an item was added"
+        "Checks whether an item exists in a Bloom Filter"
     ),
     spec!(
         "bf.mexists",
@@ -96,7 +96,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_exists::mexists,
-        "Checks whether items were added"
+        "Checks whether one or more items exist in a Bloom Filter"
     ),
     spec!(
         "bf.info",
@@ -106,7 +106,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_info::info,
-        "Returns information about a Bloom filter"
+        "Returns information about a Bloom Filter"
     ),
     spec!(
         "bf.card",
@@ -116,7 +116,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_info::card,
-        "Returns the number of items added"
+        "Returns the cardinality of a Bloom filter"
     ),
     spec!(
         "bf.debug",
@@ -136,7 +136,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_dump::scandump,
-        "Dumps a filter in chunks (RedisBloom format)"
+        "Begins an incremental save of the bloom filter"
     ),
     spec!(
         "bf.loadchunk",
@@ -146,7 +146,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         1,
         bf_dump::loadchunk,
-        "Restores a filter from BF.SCANDUMP chunks"
+        "Restores a filter previously saved using SCANDUMP"
     ),
     spec!(
         "ping",

@@ -131,3 +131,36 @@ fn a_filter_too_large_gets_redisblooms_insufficient_memory() {
     assert_eq!(c.cmd(&["EXISTS", "big", "big2", "big3"]), b":0\r\n");
     assert_eq!(c.cmd(&["BF.ADD", "small", "x"]), b":1\r\n");
 }
+
+/// `COMMAND DOCS` of the `BF.*` commands, byte for byte as RedisBloom
+/// documents them (recorded from RedisBloom master in Redis 7.0.15:
+/// `vectors/redisbloom-master-command-docs.json`), in RESP2 and RESP3.
+#[test]
+fn command_docs_are_redisblooms() {
+    let path = format!(
+        "{}/tests/server/vectors/redisbloom-master-command-docs.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path(), &[]);
+    let mut resp2 = server.raw();
+    let mut resp3 = server.raw();
+    assert!(resp3.cmd(&["HELLO", "3"]).starts_with(b"%"));
+    let recordings = v["recordings"].as_array().unwrap();
+    assert!(recordings.len() >= 24, "{}", recordings.len());
+    for r in recordings {
+        let cmd: Vec<Vec<u8>> = r["cmd"].as_array().unwrap().iter().map(latin1).collect();
+        let c = match r["proto"].as_str().unwrap() {
+            "resp2" => &mut resp2,
+            _ => &mut resp3,
+        };
+        assert_eq!(
+            text(&c.cmd(&cmd)),
+            text(&latin1(&r["reply_raw"])),
+            "{} {:?}",
+            r["proto"],
+            r["cmd"]
+        );
+    }
+}
