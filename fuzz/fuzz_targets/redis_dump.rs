@@ -9,11 +9,18 @@
 //! panic, a header and chunks either load or are refused with an error,
 //! and whatever loaded dumps (`BF.SCANDUMP`) into chunks that load into
 //! an identical chain.
+//!
+//! The same header and chunks then go through a store, as `seen serve`
+//! takes them: what the store accepts must survive a checkpoint and a
+//! reopen unchanged (a store never takes a state it would refuse to
+//! open), and it must accept and refuse exactly what the chain did.
+//! Each input gets an emptied data directory in `/dev/shm`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use seen_core::{Layout, ScalableBloomFilter};
+use seen_core::{AnyFilter, Layout, ScalableBloomFilter};
+use seen_store::{FsyncPolicy, Store, StoreOptions};
 
 const MAX_BYTES: u64 = 1 << 20;
 
@@ -36,6 +43,45 @@ fn encode(f: &ScalableBloomFilter) -> Vec<u8> {
     let mut out = Vec::new();
     f.encode(&mut out).expect("encode into a Vec");
     out
+}
+
+/// Loads the header and chunks into a store in a fresh directory,
+/// checkpoints, reopens: the reopened chain's bytes, or `None` if the
+/// store refused the header.
+fn through_store(header: &[u8], chunks: &[(u64, &[u8])]) -> Option<Vec<u8>> {
+    // One directory per process, emptied for each input (left as it was
+    // after a crash, for a look).
+    let dir = std::path::PathBuf::from(format!("/dev/shm/seen-fuzz-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::No,
+        max_filter_bytes: MAX_BYTES,
+        ..Default::default()
+    };
+    let chain_bytes = |s: &Store| {
+        s.with_filter(b"k", |f| match f {
+            AnyFilter::Scalable(c) => encode(c),
+            _ => panic!("a dump loads as a chain"),
+        })
+        .expect("a lookup")
+        .expect("the filter is there")
+    };
+    let before = {
+        let s = Store::open(&dir, opts.clone()).expect("a fresh store");
+        if s.load_redis_header(b"k", header, MAX_BYTES).is_err() {
+            return None;
+        }
+        for &(iter, chunk) in chunks {
+            // Refused or taken: both are fine; taken must survive.
+            let _ = s.load_redis_chunk(b"k", iter, chunk);
+        }
+        let before = chain_bytes(&s);
+        s.checkpoint().expect("a checkpoint of what the store took");
+        before
+    };
+    let s = Store::open(&dir, opts).expect("what the store took reopens");
+    assert_eq!(chain_bytes(&s), before, "checkpoint and reopen changed the chain");
+    Some(before)
 }
 
 fn take<'a>(data: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
@@ -79,18 +125,26 @@ fuzz_target!(|input: &[u8]| {
         }
         h
     };
-    let Ok(mut f) = ScalableBloomFilter::from_redis_header(&header, MAX_BYTES) else {
-        return;
-    };
+    let mut chunks = Vec::new();
     while let Some(c) = take(&mut data, 5) {
         let iter = u32::from_le_bytes(c[..4].try_into().unwrap()) as u64;
         let Some(chunk) = take(&mut data, c[4] as usize) else {
             break;
         };
+        chunks.push((iter, chunk));
+    }
+    let in_store = through_store(&header, &chunks);
+    let Ok(mut f) = ScalableBloomFilter::from_redis_header(&header, MAX_BYTES) else {
+        assert!(in_store.is_none(), "the store took a header the chain refuses");
+        return;
+    };
+    for &(iter, chunk) in &chunks {
         let place = f.redis_chunk_place(iter, chunk.len() as u64);
         let loaded = f.redis_load_chunk(iter, chunk);
         assert_eq!(place.is_ok(), loaded.is_ok(), "place and load disagree");
     }
+    let in_store = in_store.expect("the store refused a header the chain takes");
+    assert_eq!(in_store, encode(&f), "the store's chain is not the chain");
     f.contains(b"item-0");
     // What loaded dumps and reloads to the same chain.
     let chunks = dump(&f);

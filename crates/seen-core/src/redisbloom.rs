@@ -171,10 +171,18 @@ impl ScalableBloomFilter {
                 return Err(bad_data(format!("link {i}: error rate {error}")));
             }
             // RedisBloom's own check of a loaded link: its hash count is
-            // the one its bits per entry give.
+            // the one its bits per entry give. And the bits per entry are
+            // the ones its error rate gives, as in every dump RedisBloom
+            // writes: a chain keeps only the rate, and must dump again
+            // what it loaded.
             if f64::from(hashes) != (REDIS_LN2 * bpe).ceil() {
                 return Err(bad_data(format!(
                     "link {i}: {hashes} hashes for {bpe} bits per entry"
+                )));
+            }
+            if bpe != redis_bits_per_entry(error) {
+                return Err(bad_data(format!(
+                    "link {i}: {bpe} bits per entry for error rate {error}"
                 )));
             }
             total_bytes = total_bytes.saturating_add(bytes);
@@ -348,5 +356,25 @@ mod tests {
         huge[20..28].copy_from_slice(&(1u64 << 60).to_le_bytes());
         huge[28..36].copy_from_slice(&(1u64 << 63).to_le_bytes());
         assert!(ScalableBloomFilter::from_redis_header(&huge, 1 << 40).is_err());
+    }
+
+    #[test]
+    fn a_link_must_dump_as_it_loaded() {
+        // Found by the redis_dump fuzz target: a header whose error rate
+        // was edited (its bits per entry and hash count left) was taken,
+        // then dumped with the bits per entry of the new rate, a header
+        // that no longer loaded. RedisBloom writes both from the rate.
+        let f = ScalableBloomFilter::builder(8, 0.01)
+            .layout(Layout::Classic)
+            .build()
+            .unwrap();
+        let header = f.redis_dump_header().unwrap();
+        let error_at = CHAIN_HEADER + 24;
+        let mut edited = header.clone();
+        edited[error_at..error_at + 8].copy_from_slice(&0.0123f64.to_le_bytes());
+        let e = ScalableBloomFilter::from_redis_header(&edited, 1 << 30).unwrap_err();
+        assert!(e.to_string().contains("bits per entry"), "{e}");
+        let g = ScalableBloomFilter::from_redis_header(&header, 1 << 30).unwrap();
+        assert_eq!(g.redis_dump_header().unwrap(), header);
     }
 }
