@@ -32,6 +32,10 @@ use crate::open::FsyncPolicy;
 use crate::record::Record;
 use crate::segment::{self, Mark, SegmentFile, MARK};
 
+mod syncer;
+
+pub(crate) use syncer::Callback;
+
 /// How often the syncer runs: a sync under `everysec`, and under every
 /// policy a look at whether the data directory is still there.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
@@ -121,9 +125,6 @@ struct State {
     callbacks: Vec<(u64, Callback)>,
     closing: bool,
 }
-
-/// What [`Log::when_synced`] calls once the sync it waits for has ended.
-pub(crate) type Callback = Box<dyn FnOnce(Result<()>) + Send>;
 
 impl State {
     fn usable(&self) -> Result<()> {
@@ -484,26 +485,6 @@ impl Log {
         self.lock()
     }
 
-    /// Calls `callback` once every record up to `lsn` (at most the last
-    /// written) is synced, or with the error of a sync that failed: at once
-    /// if it is already, else from the thread whose sync ends the wait (the
-    /// log's syncer starts one at once). For a caller that must not block
-    /// while it waits (a server on an async runtime).
-    pub(crate) fn when_synced(&self, lsn: u64, callback: Callback) {
-        let mut st = self.lock();
-        if st.synced >= lsn {
-            drop(st);
-            return callback(Ok(()));
-        }
-        if let Err(e) = st.usable() {
-            drop(st);
-            return callback(Err(e));
-        }
-        st.callbacks.push((lsn, callback));
-        drop(st);
-        self.syncer_work.notify_all();
-    }
-
     fn put_mark(&self, mark: Mark) -> Result<()> {
         let path = self.dir.join(MARK);
         let file = open_or_create(&*self.fs, &path)?;
@@ -622,62 +603,6 @@ impl Log {
 
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// Every second: a sync under `everysec`, and under every policy a check
-    /// that the log's segment still has a name (a data directory deleted
-    /// under the store turns writes into errors, not acknowledgements).
-    fn run_syncer(&self) {
-        let mut st = self.lock();
-        loop {
-            let wait = SYNC_EVERY.saturating_sub(st.sync_began.elapsed());
-            let wait = wait.max(Duration::from_millis(10));
-            let idle = |st: &mut State| !st.closing && st.callbacks.is_empty();
-            st = (self.syncer_work.wait_timeout_while(st, wait, idle))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if st.closing {
-                return;
-            }
-            let (seg, written) = (st.current.clone(), st.written);
-            if let Some(&(lsn, _)) = st.callbacks.iter().max_by_key(|(lsn, _)| *lsn) {
-                drop(st);
-                if let Err(e) = self.sync_through(lsn) {
-                    tracing::debug!("sync for waiting callers: {e}");
-                }
-                st = self.lock();
-            } else if self.policy == FsyncPolicy::EverySec && st.sync_began.elapsed() >= SYNC_EVERY
-            {
-                // With nothing new to sync, nothing is exposed either.
-                if st.synced >= written {
-                    st.sync_began = Instant::now();
-                } else {
-                    drop(st);
-                    if let Err(e) = self.sync_through(written) {
-                        tracing::debug!("background sync: {e}");
-                    }
-                    st = self.lock();
-                }
-            }
-            let removed = seg.file.is_removed().unwrap_or(false);
-            if removed && Arc::ptr_eq(&st.current, &seg) && st.poisoned.is_none() {
-                let path = seg.name.path.display();
-                st.poison(format!("{path} was removed (the data directory is gone?)"));
-            }
-        }
-    }
-
-    /// Stops the syncer and makes everything written durable (but under
-    /// `no`).
-    pub(crate) fn close(&self) {
-        if let Err(e) = self.flush() {
-            tracing::warn!("closing the log: {e}");
-        }
-        self.lock().closing = true;
-        self.syncer_work.notify_all();
-        if let Some(t) = lock(&self.syncer).take() {
-            let _ = t.join();
-        }
     }
 }
 
