@@ -65,7 +65,7 @@ pub struct StoreOptions {
     /// of refusing to open (losing the damaged part, with warnings). A
     /// damaged snapshot is renamed `<id>.snap.damaged` (or, if that name is
     /// taken, `<id>.snap.damaged.<n>`; kept, never read, its id given to no
-    /// new filter). If anything was skipped ([`Recovery::salvaged`]), the
+    /// new filter). If anything was skipped ([`crate::Recovery::salvaged`]), the
     /// open ends with a checkpoint, after which the directory opens without
     /// salvage. With nothing damaged, the open is an ordinary one. A
     /// snapshot that cannot be opened or read (an I/O error other than its

@@ -23,7 +23,7 @@ pub(crate) const MAX_HASHES_PER_RECORD: usize = 65_536;
 pub(crate) const MAX_CHUNK_PER_RECORD: usize = 4 << 20;
 
 /// The longest filter name the store takes (a longer one could not be
-/// logged within [`MAX_RECORD_LEN`]).
+/// logged within the longest record the log takes).
 pub const MAX_NAME_LEN: usize = 1 << 20;
 
 /// The longest a record can be (a load chunk's, a create's with the
