@@ -2,16 +2,10 @@
 //! from redis-server 7.0.15), failed attempts in the log, and error
 //! replies in `INFO stats`.
 
-use crate::support::{text, Raw, Server};
+use crate::support::{info_field, python_ok, text, Raw, Server};
 
 fn stat(c: &mut Raw, field: &str) -> u64 {
-    let info = text(&c.cmd(&["INFO", "stats"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("{field} in {info}"))
-        .trim()
-        .parse()
-        .unwrap()
+    info_field(c, "stats", field)
 }
 
 #[test]
@@ -45,11 +39,7 @@ print("ok")
 "#,
         port = server.port
     );
-    let out = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert_eq!(text(&out.stdout).trim(), "ok", "{}", text(&out.stderr));
+    python_ok(&script);
     let url = format!("redis://default:anything@127.0.0.1:{}/", server.port);
     let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
     let found: bool = redis::cmd("BF.EXISTS")

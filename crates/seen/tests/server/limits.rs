@@ -123,12 +123,7 @@ fn memory_limits_refuse_big_filters() {
 
 /// `used_memory` from `INFO memory`.
 fn used_memory(c: &mut crate::support::Raw) -> u64 {
-    let info = text(&c.cmd(&["INFO", "memory"]));
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .expect("used_memory in INFO");
-    line.trim().parse().unwrap()
+    crate::support::info_field(c, "memory", "used_memory")
 }
 
 /// The most memory a process has had resident, from /proc.

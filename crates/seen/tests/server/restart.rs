@@ -174,13 +174,7 @@ fn sigkill_after_acknowledged_adds_keeps_info_and_card() {
 
 /// The value of `field` in `INFO persistence`.
 fn persistence(server: &Server, field: &str) -> u64 {
-    let info = text(&server.raw().cmd(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .trim()
-        .parse()
-        .unwrap()
+    crate::support::info_field(&mut server.raw(), "persistence", field)
 }
 
 /// `INFO persistence` says whether the log's writes succeed

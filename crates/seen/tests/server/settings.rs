@@ -8,7 +8,7 @@
 //! module settings `bf.bf-error-rate`; Redis 8, which RedisBloom targets,
 //! and seen name them `bf-error-rate`).
 
-use crate::support::{text, Server};
+use crate::support::{python_ok, text, Server};
 
 fn debug_line(c: &mut crate::support::Raw, key: &str) -> String {
     text(&c.cmd(&["BF.DEBUG", key]))
@@ -254,14 +254,5 @@ print("ok")
 "#,
         port = server.port
     );
-    let out = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && text(&out.stdout).trim() == "ok",
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    python_ok(&script);
 }

@@ -202,3 +202,29 @@ impl Raw {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// A number in `INFO <section>`.
+pub fn info_field(c: &mut Raw, section: &str, field: &str) -> u64 {
+    let info = text(&c.cmd(&["INFO", section]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Runs a Python script (redis-py is installed by CI) that must print
+/// `ok` and nothing else.
+pub fn python_ok(script: &str) {
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && text(&out.stdout).trim() == "ok",
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
