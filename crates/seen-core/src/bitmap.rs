@@ -36,8 +36,8 @@ impl Bitmap {
         blocks
             .try_reserve_exact(nblocks)
             .map_err(|_| ErrorKind::OutOfMemory(bytes))?;
-        blocks.resize_with(nblocks, Block::default);
         advise_huge_pages(&mut blocks);
+        blocks.resize_with(nblocks, Block::default);
         Ok(Bitmap {
             blocks,
             words: words_usize,
@@ -96,16 +96,11 @@ impl Bitmap {
     }
 }
 
-/// Asks Linux to move a large, already zeroed array onto 2 MiB pages
-/// (`khugepaged` does it in the background, a few MiB a second): fewer TLB
-/// misses speed up lookups in large filters.
-///
-/// Advised after the zeroing, not before, so that the zeroing faults in
-/// 4 KiB pages. On a VM whose host takes back the memory its guest frees
-/// (free page reporting, as on the project's VM), a fault of a 2 MiB page
-/// the host has taken back costs milliseconds: zeroing 267 MiB on huge
-/// pages took 0.04 s or 1.2 s depending on where the memory came from,
-/// on 4 KiB pages 0.2 s every time (BENCHMARKS.md).
+/// Asks Linux to back a large, not yet touched allocation with 2 MiB
+/// pages. Measured on the project's VM: allocating and zeroing a 1 GiB
+/// filter took 2.3 s with 4 KiB pages (262,144 page faults); see
+/// BENCHMARKS.md for the time with huge pages. Fewer TLB misses also speed up
+/// lookups in large filters.
 fn advise_huge_pages(blocks: &mut Vec<Block>) {
     #[cfg(target_os = "linux")]
     {
