@@ -76,6 +76,44 @@ fn used_memory(conn: &mut redis::Connection) -> u64 {
         .expect("used_memory in INFO memory")
 }
 
+/// What `wait_for_replicas(1, ..)` costs: add_many in batches of 1,000 on
+/// a server with one replica, without and with `WAIT 1` after each batch.
+fn wait_cost(server: &RedisServer, n: usize) {
+    let port = server.port.to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port], false);
+    let mut rconn = replica.conn();
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut rconn)
+            .expect("INFO");
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let target: Target = server.url().parse().expect("url");
+    let mut f =
+        RedisFilter::open_or_create(&target, "bench-wait", &FilterParams::new(CAPACITY, RATE))
+            .expect("create filter");
+    let mut rates = Vec::new();
+    for replicas in [0, 1] {
+        f.wait_for_replicas(replicas, std::time::Duration::from_secs(1));
+        let urls = items(&format!("wait{replicas}"), n);
+        let start = Instant::now();
+        for chunk in urls.chunks(1_000) {
+            f.add_many(chunk).expect("add_many");
+        }
+        let rate = n as f64 / start.elapsed().as_secs_f64();
+        println!("seen-redis add_many with one replica, wait for {replicas}, batches of 1000: {rate:>10.0} items/s");
+        rates.push(rate);
+    }
+    println!("ratio (wait for 1) / (no wait): {:.2}", rates[1] / rates[0]);
+    f.delete().expect("delete");
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too,
     // briefly.
@@ -194,6 +232,8 @@ fn main() {
         seen_rate / sadd_rate
     );
     f.delete().expect("delete");
+
+    wait_cost(&server, n);
 
     // Memory: the same items into a fresh filter and a fresh set, each on
     // its own server, measured as the growth of `used_memory`.

@@ -25,6 +25,15 @@ impl Error {
         &self.kind
     }
 
+    /// What went wrong underneath: for [`ErrorKind::Incomplete`], the kind
+    /// of its cause; for any other error, its kind.
+    pub fn root_kind(&self) -> &ErrorKind {
+        match &self.kind {
+            ErrorKind::Incomplete { cause, .. } => cause.root_kind(),
+            kind => kind,
+        }
+    }
+
     /// Consumes the error, returning its kind.
     pub fn into_kind(self) -> ErrorKind {
         self.kind
@@ -55,6 +64,7 @@ impl std::error::Error for Error {
             ErrorKind::Params(e) => Some(e),
             ErrorKind::Server { error, .. } => Some(error),
             ErrorKind::Unavailable { last, .. } => Some(last),
+            ErrorKind::Incomplete { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }
     }
@@ -192,10 +202,43 @@ pub enum ErrorKind {
         #[source]
         last: redis::RedisError,
     },
+    /// An add gave up (its `cause`: Redis unavailable past the retry
+    /// budget, or an error retrying cannot fix) after sending some of its
+    /// items: `answers[i]` says what is known of item `i`. An item whose
+    /// answer is [`Answer::Unknown`] may or may not be in the filter now,
+    /// and a later add of it may say "present" although no add ever said
+    /// "new": treat it as new (a duplicate is better than a loss).
+    #[error("{cause} ({unknown} of {total} items with an unknown outcome)",
+        unknown = count(answers, Answer::Unknown), total = answers.len())]
+    Incomplete {
+        /// What is known of each item of the call, in order.
+        answers: Vec<Answer>,
+        /// Why the call gave up.
+        #[source]
+        cause: Box<Error>,
+    },
     /// A client-side error of the Redis library that retrying cannot fix
     /// (bad credentials, an unusable address).
     #[error("Redis client error: {0}")]
     Client(#[source] redis::RedisError),
+}
+
+/// What an add that gave up knows of one of its items
+/// ([`ErrorKind::Incomplete`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Added, and it was new.
+    New,
+    /// Added, and it was already present.
+    Present,
+    /// Sent, but no answer came back: it may or may not be in the filter.
+    Unknown,
+    /// Never sent: not added by this call.
+    NotSent,
+}
+
+fn count(answers: &[Answer], which: Answer) -> usize {
+    answers.iter().filter(|&&a| a == which).count()
 }
 
 /// Lossy UTF-8 of bytes, for messages.

@@ -1,27 +1,23 @@
 //! [`RedisFilter`]: a handle on one named filter kept in Redis.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Cmd;
 use seen_core::sizing::{self, BLOCK_USABLE_BITS};
-use seen_core::{HashAlgorithm, ItemHash, DEFAULT_SEED};
+use seen_core::{HashAlgorithm, ItemHash};
 
-use crate::error::{lossy, ErrorKind, Result};
-use crate::layout::{check_name, Keys, Plan, DEFAULT_MAX_SHARD_BYTES};
-use crate::link::{Batch, BitOp, Link, RetryPolicy};
+use crate::answers::{add_script_sha, done_key, worker_id, ANSWERS_TTL};
+use crate::error::{lossy, Answer, ErrorKind, Result};
+use crate::layout::{check_name, Keys, Plan};
+use crate::link::{Batch, Link, Progress, RetryPolicy, WaitFor};
+use crate::located::{Located, Members, SetRound};
 use crate::meta::Metadata;
+use crate::params::FilterParams;
 use crate::reply;
 use crate::target::Target;
 
 /// Items sent in one pipeline (one round trip to each node).
 const ROUND_ITEMS: usize = 16_384;
-
-/// Most `SET`/`GET` operations in one BITFIELD command: one command never
-/// holds Redis for long (about a hundred microseconds), and a batch is many
-/// commands, so that Redis runs one while the client reads the reply to
-/// the one before (see `link::stream`).
-const MAX_OPS: usize = 512;
 
 /// Shards per pipeline of management commands (open, info, clear, delete,
 /// TTL), so a filter of many shards is handled in bounded memory.
@@ -30,88 +26,6 @@ const SHARDS_PER_PIPELINE: usize = 1_024;
 /// How often a handle re-reads the metadata key, to notice that the filter
 /// was deleted, re-created or given a TTL by another client.
 const META_CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What to create when no filter of the name exists yet.
-///
-/// ```
-/// use seen_redis::FilterParams;
-/// use std::time::Duration;
-///
-/// let p = FilterParams::new(100_000_000, 0.001)
-///     .ttl(Duration::from_secs(30 * 86_400)); // forget everything after 30 days
-/// assert_eq!(p.capacity, 100_000_000);
-/// ```
-#[derive(Clone, Debug, PartialEq)]
-pub struct FilterParams {
-    /// Items the filter is sized for.
-    pub capacity: u64,
-    /// False-positive rate at capacity.
-    pub error_rate: f64,
-    /// Largest size of one shard in bytes; `None` for
-    /// [`DEFAULT_MAX_SHARD_BYTES`](crate::DEFAULT_MAX_SHARD_BYTES). When set,
-    /// opening an existing filter also checks that its shards match.
-    pub max_shard_bytes: Option<u64>,
-    /// Expiry of the whole filter, applied when this call creates it (an
-    /// existing filter keeps its own; see [`RedisFilter::set_ttl`]).
-    pub ttl: Option<Duration>,
-    /// Seed of the xxh3-128 item hash ([`seen_core::DEFAULT_SEED`] unless
-    /// set). Part of the filter's identity: checked when opening.
-    pub seed: u64,
-    /// Bits set per item; `None` for the fewest that cost at most
-    /// [`SIZE_SLACK_PERCENT`](crate::SIZE_SLACK_PERCENT) more memory than
-    /// the smallest filter (see [`Plan::new`]). When set, the filter is the
-    /// smallest with exactly this many, and opening an existing filter
-    /// also checks it.
-    pub hashes: Option<u32>,
-}
-
-impl FilterParams {
-    /// A filter for `capacity` items at false-positive rate `error_rate`.
-    pub fn new(capacity: u64, error_rate: f64) -> Self {
-        FilterParams {
-            capacity,
-            error_rate,
-            max_shard_bytes: None,
-            ttl: None,
-            seed: DEFAULT_SEED,
-            hashes: None,
-        }
-    }
-
-    /// Sets the largest shard size in bytes (at least 64, at most 256 MiB).
-    pub fn max_shard_bytes(mut self, bytes: u64) -> Self {
-        self.max_shard_bytes = Some(bytes);
-        self
-    }
-
-    /// Sets the expiry applied when the filter is created.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Sets the hash seed.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Sets the bits per item: for example the hash count of the smallest
-    /// filter (`seen_core::sizing::blocked_size`), for the least memory at
-    /// the cost of more work per add.
-    pub fn hashes(mut self, hashes: u32) -> Self {
-        self.hashes = Some(hashes);
-        self
-    }
-
-    fn plan(&self) -> Result<Plan> {
-        let max = self.max_shard_bytes.unwrap_or(DEFAULT_MAX_SHARD_BYTES);
-        match self.hashes {
-            None => Plan::new(self.capacity, self.error_rate, max),
-            Some(k) => Plan::with_hashes(self.capacity, self.error_rate, max, k),
-        }
-    }
-}
 
 /// What [`RedisFilter::info`] reports.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,6 +69,12 @@ pub struct RedisFilter {
     /// metadata key's PTTL), if it has a TTL.
     deadline: Option<Instant>,
     checked_at: Instant,
+    /// This handle's answers hash of each shard (see `answers.rs`).
+    done: Vec<Vec<u8>>,
+    /// SHA-1 of the add script.
+    sha: String,
+    /// The number of the last add round sent.
+    round: u64,
 }
 
 impl std::fmt::Debug for RedisFilter {
@@ -220,7 +140,7 @@ impl RedisFilter {
             let mut batch = link.batch();
             batch.add("SET", &meta_key, set);
             let replies = link.run(&batch)?;
-            if reply::ok_or_nil(&replies.values[0], "SET", &lossy(&meta_key))? {
+            if reply::ok_or_nil(&replies[0], "SET", &lossy(&meta_key))? {
                 meta = Some(fresh);
                 created = true;
                 break;
@@ -265,7 +185,15 @@ impl RedisFilter {
     }
 
     fn finish_open(name: &[u8], meta: Metadata, link: Link) -> Result<RedisFilter> {
+        let worker = worker_id().map_err(|e| {
+            ErrorKind::InvalidParameter(format!("no random worker id from the OS: {e}"))
+        })?;
         let mut f = RedisFilter {
+            done: (0..meta.plan.shards)
+                .map(|i| done_key(name, i, &worker))
+                .collect(),
+            sha: add_script_sha(),
+            round: 0,
             name: name.to_vec(),
             keys: Keys::new(name, meta.plan.shards),
             meta,
@@ -298,32 +226,64 @@ impl RedisFilter {
 
     /// Adds items; `result[i]` says whether `items[i]` was new.
     ///
-    /// Each item's bits are set by one `BITFIELD ... SET u1` command, which
-    /// Redis runs atomically, and the item is new if any bit was 0 before.
-    /// So when several clients add the same new item at the same moment,
+    /// Each item's bits are set by one `BITFIELD ... SET u1`, which Redis
+    /// runs atomically, and the item is new if any bit was 0 before. So
+    /// when several clients add the same new item at the same moment,
     /// exactly one of them is told it was new. Items of one call go in one
-    /// BITFIELD per shard (split above 512 bit operations), all sent in
-    /// one pipeline per 16,384 items; the same item twice in one call is
-    /// new at most once, as in memory.
+    /// command per shard (split above 512 bit operations), all sent in one
+    /// pipeline per 16,384 items (a **round**); the same item twice in one
+    /// call is new at most once, as in memory.
     ///
-    /// **Faults.** Lost connections, restarts and Cluster redirections are
-    /// retried as the [`RetryPolicy`] allows. If an attempt failed after
-    /// sending (its effect unknown) and a later attempt succeeds, an item
-    /// of that batch that the later attempt finds present is reported as
-    /// **new** (each distinct item once): the earlier attempt may have set
-    /// its bits, and "already present" must never be said of an item that
-    /// was not. Such an item may thus be reported new twice (by this call
-    /// and by another client's), never zero times. If the retries run out
-    /// the call fails with [`ErrorKind::Unavailable`]; some of its items may
-    /// then be in the filter, and adding them again is safe.
+    /// **Faults.** Each command runs in a script that records its answers
+    /// in Redis in the same atomic step (see the crate docs), so a retry
+    /// after a lost reply, a dropped connection or a restart that kept
+    /// Redis's data gets the answers of the run that was lost: the answers
+    /// are exactly those of a run without the fault. Retries follow the
+    /// [`RetryPolicy`], whose budget starts again whenever a reply arrives.
+    /// If it runs out after the call sent items, the call fails with
+    /// [`ErrorKind::Incomplete`], which says for each item whether it was
+    /// new, present, unknown (sent, unanswered) or not sent; if nothing
+    /// was sent, with the cause itself.
     pub fn add_many<T: AsRef<[u8]>>(&mut self, items: &[T]) -> Result<Vec<bool>> {
         self.ensure_fresh()?;
         let mut out = vec![false; items.len()];
         for (round, chunk) in items.chunks(ROUND_ITEMS).enumerate() {
             let start = round * ROUND_ITEMS;
-            self.add_round(chunk, &mut out[start..start + chunk.len()])?;
+            let mut answers = vec![Answer::Unknown; chunk.len()];
+            if let Err(cause) = self.add_round(chunk, &mut answers) {
+                if start == 0 && answers.iter().all(|&a| a == Answer::NotSent) {
+                    return Err(cause);
+                }
+                let mut all: Vec<Answer> = out[..start]
+                    .iter()
+                    .map(|&new| if new { Answer::New } else { Answer::Present })
+                    .collect();
+                all.extend(answers);
+                all.resize(items.len(), Answer::NotSent);
+                return Err(ErrorKind::Incomplete {
+                    answers: all,
+                    cause: Box::new(cause),
+                }
+                .into());
+            }
+            for (o, a) in out[start..].iter_mut().zip(answers) {
+                *o = a == Answer::New;
+            }
         }
         Ok(out)
+    }
+
+    /// Makes every add wait, before it answers, until `replicas` replicas
+    /// hold its writes (`WAIT replicas timeout` after each round; fewer
+    /// replicas within `timeout` is a failed attempt, retried as the
+    /// [`RetryPolicy`] allows). A failover then never loses a write that
+    /// was answered, so no item is reported new twice; without it, the
+    /// writes a master acknowledged but had not yet sent to its replica are
+    /// lost with it, and their items are reported new again (a duplicate,
+    /// never a loss). `replicas` 0 turns the wait off.
+    pub fn wait_for_replicas(&mut self, replicas: u32, timeout: Duration) {
+        self.link
+            .set_wait((replicas > 0).then_some(WaitFor { replicas, timeout }));
     }
 
     /// Adds one item; `true` if it was new. See [`add_many`](Self::add_many).
@@ -364,7 +324,7 @@ impl RedisFilter {
                 batch.add("BITCOUNT", key, cmd1("BITCOUNT", key));
                 batch.add("STRLEN", key, cmd1("STRLEN", key));
             }
-            let replies = self.link.run(&batch)?.values;
+            let replies = self.link.run(&batch)?;
             for (i, pair) in replies.chunks_exact(2).enumerate() {
                 let key = lossy(&chunk[i]);
                 bits_set += reply::count(&pair[0], "BITCOUNT", &key)?;
@@ -407,14 +367,21 @@ impl RedisFilter {
     }
 
     /// Deletes the filter: its metadata key first (so other clients stop at
-    /// their next metadata check, within a second), then every shard.
+    /// their next metadata check, within a second), then every shard and
+    /// this handle's answers. Other handles' answers expire on their own,
+    /// within [`ANSWERS_TTL`](crate::ANSWERS_TTL).
     pub fn delete(mut self) -> Result<()> {
         let mut batch = self.link.batch();
         batch.add("UNLINK", &self.keys.meta, cmd1("UNLINK", &self.keys.meta));
         run_checked(&mut self.link, &batch)?;
-        for chunk in self.keys.shards.chunks(SHARDS_PER_PIPELINE) {
+        for (shards, done) in self
+            .keys
+            .shards
+            .chunks(SHARDS_PER_PIPELINE)
+            .zip(self.done.chunks(SHARDS_PER_PIPELINE))
+        {
             let mut batch = self.link.batch();
-            for key in chunk {
+            for key in shards.iter().chain(done) {
                 batch.add("UNLINK", key, cmd1("UNLINK", key));
             }
             run_checked(&mut self.link, &batch)?;
@@ -456,40 +423,53 @@ impl RedisFilter {
 
     // ------------------------------------------------------------ internals
 
-    fn add_round<T: AsRef<[u8]>>(&mut self, items: &[T], out: &mut [bool]) -> Result<()> {
-        let ttl = self.live_ttl_ms()?;
+    /// Adds one round. `answers` starts all `Unknown`; on `Err` it says
+    /// what is known.
+    fn add_round<T: AsRef<[u8]>>(&mut self, items: &[T], answers: &mut [Answer]) -> Result<()> {
+        let ttl = match self.live_ttl_ms() {
+            Ok(ttl) => ttl,
+            Err(e) => {
+                answers.fill(Answer::NotSent);
+                return Err(e);
+            }
+        };
         let plan = self.meta.plan;
         let hashes: Vec<ItemHash> = items.iter().map(|i| self.hash(i)).collect();
         let located = Located::new(&plan, &hashes);
+        self.round += 1;
+        let round = SetRound {
+            sha: &self.sha,
+            done: &self.done,
+            round: self.round,
+            // Answers never outlive the filter they answer for.
+            answers_ttl_ms: ttl.map_or(ANSWERS_TTL.as_millis() as u64, |ms| {
+                ms.min(ANSWERS_TTL.as_millis() as u64)
+            }),
+            filter_ttl_ms: ttl,
+        };
         let mut batch = self.link.batch();
-        // For each command: the items whose answers its reply holds, with
-        // their operation counts; `None` for a command without bits.
-        let parts = located.commands(&mut batch, &self.keys.shards, BitOp::Set, ttl);
-        let replies = self.link.run(&batch)?;
-        for (i, (value, members)) in replies.values.iter().zip(&parts).enumerate() {
+        let parts = located.commands(&mut batch, &self.keys.shards, Some(&round));
+        let mut progress = Progress::default();
+        let result = self.link.run_into(&batch, &mut progress);
+        if !progress.sent {
+            answers.fill(Answer::NotSent);
+        }
+        // The replies that came back, even if the batch did not finish.
+        for (i, (value, members)) in progress.values.iter().zip(&parts).enumerate() {
             let (command, key) = batch.label(i);
             let Some(members) = members else {
                 reply::int(value, command, &key)?;
                 continue;
             };
-            let ops: usize = members.iter().map(|m| m.1).sum();
-            let mut old = reply::bits(value, ops, command, &key)?;
-            for &(item, n) in members {
+            let ops: usize = members.iter().map(|m| m.ops).sum();
+            let mut old = reply::bit_string(value, ops, command, &key)?;
+            for m in members {
                 // New if any of its bits was 0 before this command set it.
-                out[item] = old.by_ref().take(n).fold(false, |new, was| new | !was);
+                let new = old.by_ref().take(m.ops).fold(false, |new, was| new | !was);
+                answers[m.item] = if new { Answer::New } else { Answer::Present };
             }
         }
-        if replies.ambiguous {
-            // An earlier attempt may have set these bits: report each item
-            // that now looks present as new, once.
-            let mut first = HashSet::new();
-            for (i, h) in hashes.iter().enumerate() {
-                if first.insert((h.lo, h.hi)) {
-                    out[i] = true;
-                }
-            }
-        }
-        Ok(())
+        result
     }
 
     fn contains_round<T: AsRef<[u8]>>(&mut self, items: &[T], out: &mut [bool]) -> Result<()> {
@@ -498,30 +478,40 @@ impl RedisFilter {
         let hashes: Vec<ItemHash> = items.iter().map(|i| self.hash(i)).collect();
         let located = Located::new(&plan, &hashes);
         let mut batch = self.link.batch();
-        let parts = located.commands(&mut batch, &self.keys.shards, BitOp::Get, None);
+        let parts = located.commands(&mut batch, &self.keys.shards, None);
         let replies = self.link.run(&batch)?;
-        for (i, (value, members)) in replies.values.iter().zip(&parts).enumerate() {
+        for (i, (value, members)) in replies.iter().zip(&parts).enumerate() {
             let (command, key) = batch.label(i);
-            let members = members.as_ref().expect("lookups send only BITFIELD_RO");
-            let ops: usize = members.iter().map(|m| m.1).sum();
+            let members: &Members = members.as_ref().expect("lookups send only BITFIELD_RO");
+            let ops: usize = members.iter().map(|m| m.ops).sum();
             let mut bits = reply::bits(value, ops, command, &key)?;
-            for &(item, n) in members {
-                out[item] = bits.by_ref().take(n).fold(true, |all, set| all & set);
+            for m in members {
+                out[m.item] = bits.by_ref().take(m.ops).fold(true, |all, set| all & set);
             }
         }
         Ok(())
     }
 
-    /// For every shard (`UNLINK`ed first if `unlink`): the write that sizes
+    /// Drops this handle's answers, then for every shard (`UNLINK`ed first
+    /// if `unlink`): the write that sizes
     /// it to full length (0 into bit 511 of its last block, which no item
     /// uses), then the TTL left, or `PERSIST` for a filter without one (so
     /// that no TTL left on a shard by an earlier filter of the same name can
     /// expire it under this one). 1,024 shards per pipeline.
     fn prealloc_all(&mut self, ttl_ms: Option<u64>, unlink: bool) -> Result<()> {
         let last = self.meta.plan.last_unused_offset();
-        for chunk in self.keys.shards.chunks(SHARDS_PER_PIPELINE) {
+        for (shards, done) in self
+            .keys
+            .shards
+            .chunks(SHARDS_PER_PIPELINE)
+            .zip(self.done.chunks(SHARDS_PER_PIPELINE))
+        {
             let mut batch = self.link.batch();
-            for key in chunk {
+            // This handle's answers are of rounds already answered.
+            for key in done {
+                batch.add("UNLINK", key, cmd1("UNLINK", key));
+            }
+            for key in shards {
                 if unlink {
                     batch.add("UNLINK", key, cmd1("UNLINK", key));
                 }
@@ -557,7 +547,7 @@ impl RedisFilter {
         batch.add("GET", &self.keys.meta, cmd1("GET", &self.keys.meta));
         batch.add("PTTL", &self.keys.meta, cmd1("PTTL", &self.keys.meta));
         let sent = Instant::now();
-        let replies = self.link.run(&batch)?.values;
+        let replies = self.link.run(&batch)?;
         self.check_meta_replies(&replies[0], &replies[1], sent)
     }
 
@@ -642,7 +632,7 @@ impl RedisFilter {
 /// shape its command gives.
 fn run_checked(link: &mut Link, batch: &Batch) -> Result<()> {
     let replies = link.run(batch)?;
-    for (i, value) in replies.values.iter().enumerate() {
+    for (i, value) in replies.iter().enumerate() {
         let (command, key) = batch.label(i);
         match command {
             "BITFIELD" => reply::bits(value, 1, command, &key)?.for_each(drop),
@@ -677,7 +667,7 @@ fn read_meta(link: &mut Link, key: &[u8]) -> Result<Option<Metadata>> {
     let mut batch = link.batch();
     batch.add("GET", key, cmd1("GET", key));
     let replies = link.run(&batch)?;
-    match reply::bytes_or_nil(&replies.values[0], "GET", &lossy(key))? {
+    match reply::bytes_or_nil(&replies[0], "GET", &lossy(key))? {
         None => Ok(None),
         Some(bytes) => Ok(Some(Metadata::decode(key, bytes)?)),
     }
@@ -745,129 +735,4 @@ fn check_params(name: &[u8], stored: &Metadata, params: &FilterParams, plan: Pla
         }
     }
     Ok(())
-}
-
-/// The `(item index, operation count)` pairs whose answers one BITFIELD
-/// reply holds, in order.
-type Members = Vec<(usize, usize)>;
-
-/// One round's items with their bits located: shard, and the Redis bit
-/// offsets inside it, in shard order (items in input order within a shard).
-struct Located {
-    /// `(shard, item index, start, count)`: the item's offsets are
-    /// `offsets[start..start + count]`.
-    items: Vec<(u64, usize, usize, usize)>,
-    offsets: Vec<u64>,
-}
-
-impl Located {
-    fn new(plan: &Plan, hashes: &[ItemHash]) -> Located {
-        let mut items = Vec::with_capacity(hashes.len());
-        let mut offsets = Vec::with_capacity(hashes.len() * plan.hashes as usize);
-        for (i, &h) in hashes.iter().enumerate() {
-            let (shard, block) = plan.locate(h);
-            let start = offsets.len();
-            plan.offsets(h, block, &mut offsets);
-            items.push((shard, i, start, offsets.len() - start));
-        }
-        if plan.shards > 1 {
-            items.sort_unstable_by_key(|&(shard, i, _, _)| (shard, i));
-        }
-        Located { items, offsets }
-    }
-
-    /// Adds `BITFIELD` (`SET`, value 1) or `BITFIELD_RO` (`GET`) commands
-    /// for every shard with items: each with at most [`MAX_OPS`]
-    /// operations (more only for a single item, whose bits are never
-    /// split), then `PEXPIRE shard ttl` if `ttl` is given. Returns, for
-    /// each command added, the items its reply answers (`None` for
-    /// `PEXPIRE`).
-    fn commands(
-        &self,
-        batch: &mut Batch,
-        keys: &[Vec<u8>],
-        op: BitOp,
-        ttl: Option<u64>,
-    ) -> Vec<Option<Members>> {
-        let mut parts = Vec::new();
-        let mut rest = &self.items[..];
-        while let Some(&(shard, ..)) = rest.first() {
-            let n = rest.iter().take_while(|e| e.0 == shard).count();
-            let (group, tail) = rest.split_at(n);
-            rest = tail;
-            let key = &keys[shard as usize];
-            let mut cmd_start = 0;
-            while cmd_start < group.len() {
-                let mut ops = group[cmd_start].3;
-                let mut end = cmd_start + 1;
-                while end < group.len() && ops + group[end].3 <= MAX_OPS {
-                    ops += group[end].3;
-                    end += 1;
-                }
-                let members = &group[cmd_start..end];
-                batch.add_bitfield(
-                    op,
-                    key,
-                    ops,
-                    members
-                        .iter()
-                        .flat_map(|&(_, _, start, n)| &self.offsets[start..start + n])
-                        .copied(),
-                );
-                parts.push(Some(members.iter().map(|&(_, i, _, n)| (i, n)).collect()));
-                cmd_start = end;
-            }
-            if let Some(ms) = ttl {
-                let mut c = cmd1("PEXPIRE", key);
-                c.arg(ms);
-                batch.add("PEXPIRE", key, c);
-                parts.push(None);
-            }
-        }
-        parts
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_split_at_item_boundaries() {
-        // One shard: 1,000 items of 6 bits each, 85 items per command.
-        let plan = Plan {
-            shards: 1,
-            shard_blocks: 1 << 10,
-            hashes: 6,
-        };
-        let hashes: Vec<ItemHash> = (0..1000u64)
-            .map(|i| HashAlgorithm::Xxh3_128.hash(&i.to_le_bytes(), 7))
-            .collect();
-        let located = Located::new(&plan, &hashes);
-        let target: Target = "redis://127.0.0.1:1".parse().unwrap();
-        let link = Link::new(&target, RetryPolicy::no_retry()).unwrap();
-        let mut batch = link.batch();
-        let parts = located.commands(&mut batch, &[b"k".to_vec()], BitOp::Set, Some(5));
-        assert_eq!(batch.len(), parts.len());
-        assert!(parts.last().unwrap().is_none(), "PEXPIRE last");
-        let mut next = 0;
-        for members in parts.iter().flatten() {
-            let ops: usize = members.iter().map(|m| m.1).sum();
-            assert!(ops <= MAX_OPS && ops + 6 > MAX_OPS || next + members.len() == 1000);
-            for m in members {
-                assert_eq!(m.0, next);
-                assert!((1..=6).contains(&m.1));
-                next += 1;
-            }
-        }
-        assert_eq!(next, 1000);
-        assert_eq!(batch.label(0).0, "BITFIELD");
-    }
-
-    #[test]
-    fn ttl_range() {
-        assert!(ttl_millis(Duration::from_micros(10)).is_err());
-        assert_eq!(ttl_millis(Duration::from_secs(2)).unwrap(), 2000);
-        assert!(ttl_millis(Duration::MAX).is_err());
-    }
 }

@@ -94,29 +94,35 @@
 //! Lost connections, refused connections, restarts (`LOADING`) and Cluster
 //! changes (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`,
 //! `READONLY`) are retried with doubling backoff within a [`RetryPolicy`]
-//! (default: 30 s), on a fresh connection (for a Cluster, a fresh slot map).
-//! Retries are decided by error kind, and made here rather than by the
-//! `redis` crate's Cluster client, which would re-send a `BITFIELD` whose
-//! connection broke after sending and so report a new item as present.
+//! (default: 30 s of one outage: any reply starts the budget again), on a
+//! fresh connection (for a Cluster, a fresh slot map). Retries are decided
+//! by error kind, and made here rather than by the `redis` crate's Cluster
+//! client.
 //!
-//! An add whose outcome is unknown is **retried and reported as new**: if
-//! an attempt failed after it was sent and a later attempt succeeds, every
-//! item of that batch is reported new (each distinct item once), since the
-//! lost attempt may have been the one that set its bits. Under faults an
-//! item can therefore be reported new twice (a crawler fetches a page
-//! twice); it is never reported present when no add ever said "new" for it.
-//! A pipeline that meets `MOVED` or `ASK` for one shard during a Cluster
-//! resharding counts as unknown too: the other shards' commands ran, but
-//! the `redis` crate returns the error without their replies.
-//! When the retries run out the call returns [`ErrorKind::Unavailable`] and
-//! its items may or may not be in the filter; adding them again is safe.
+//! **Adds are idempotent.** Each `BITFIELD` of an add runs inside a script
+//! that also records its answers (the old bits) in a hash
+//! `seen:{NAME:i}:done:<worker>` in the shard's hash slot, under the round
+//! and command it belongs to, for [`ANSWERS_TTL`] (10 minutes). Redis runs,
+//! persists and replicates a script as one step, so a retry of a command
+//! whose reply was lost gets the recorded answers instead of running again
+//! (which would find its own bits set and call a new item present). Each
+//! handle keeps one round in flight and its hash holds only that round, so
+//! the cost is a few hash writes per 512 bits set.
 //!
-//! What Redis acknowledged is as durable as Redis makes it: with
-//! `appendonly yes` and `appendfsync always`, an add that returned survives
-//! a `kill -9` of Redis (the tests do exactly that). Any other setting loses
-//! what Redis itself loses, and a lost bit is a false negative.
+//! What each fault does to the answers of [`RedisFilter::add_many`]:
 //!
-//! # Metadata and versions
+//! | fault | answers |
+//! |---|---|
+//! | a reply lost (connection dropped, timeout) | exact: the retry gets the recorded answers |
+//! | Redis restarted, with `appendonly yes` and `appendfsync always` | exact: bits and answers come back together from the AOF |
+//! | Redis restarted with weaker persistence (`everysec`, RDB only) | what Redis lost is lost: the items of the lost writes are reported new again later, and bits lost under items other clients were told about are false negatives |
+//! | Cluster failover, [`RedisFilter::wait_for_replicas`] 1 or more | exact: an answered write is on a replica before it is answered |
+//! | Cluster failover without waiting | writes the master answered but had not yet sent to its replica are lost with it: their items are reported new again later (a duplicate, never a loss) |
+//! | Redis down longer than the retry budget | [`ErrorKind::Incomplete`]: per item new, present, unknown or not sent; unknown items may be in the filter already, so report them new (`seen dedup` prints them and exits 2) |
+//!
+//! Lookups are read-only and always safe to retry.
+//!
+//! //! # Metadata and versions
 //!
 //! The metadata key is written once, with `SET ... NX`, by whichever client
 //! creates the filter, and read by every client that opens it: magic,
@@ -153,22 +159,27 @@
 
 #![warn(missing_docs)]
 
+mod answers;
 mod error;
 mod filter;
 mod layout;
 mod link;
+mod located;
 mod meta;
+mod params;
 mod reply;
 mod target;
 
-pub use error::{Error, ErrorKind, Result};
-pub use filter::{FilterParams, RedisFilter, RedisFilterInfo};
+pub use answers::{done_key, ANSWERS_TTL};
+pub use error::{Answer, Error, ErrorKind, Result};
+pub use filter::{RedisFilter, RedisFilterInfo};
 pub use layout::{
     meta_key, redis_offset, shard_key, Plan, BLOCK_BYTES, DEFAULT_MAX_SHARD_BYTES, MAX_NAME_LEN,
     MAX_SHARDS, MAX_SHARD_BYTES, SIZE_SLACK_PERCENT,
 };
 pub use link::RetryPolicy;
 pub use meta::{Metadata, META_LEN, META_MAGIC, META_VERSION};
+pub use params::FilterParams;
 pub use target::Target;
 
 /// The README's example, compiled as a doctest.

@@ -1,6 +1,5 @@
 //! The connection to Redis: pipelines, reconnection, retries with backoff,
-//! and the one fact the filter needs about a failure: might the commands
-//! have run?
+//! and how far a batch got before a failure.
 //!
 //! Standalone servers and Clusters share everything here except how a
 //! pipeline is sent: a plain [`redis::Pipeline`] on one
@@ -10,16 +9,14 @@
 //! # Why the Cluster client is told never to retry
 //!
 //! The `redis` crate's Cluster connection retries a failed command by
-//! itself, including one whose connection broke after the command was sent.
-//! For `BITFIELD ... SET` that is wrong: if the first send did run, the
-//! second one finds the bits set and reports a new item as "already
-//! present", and no worker would ever be told it was new. So the Cluster
-//! client is built with `retries(0)`, and every retry happens here, where an
-//! attempt that may have run marks the batch *ambiguous* (see
-//! [`RedisFilter::add_many`](crate::RedisFilter::add_many) for what that
-//! changes). MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies mean the command did
-//! not run: the batch is retried on a fresh connection, which reloads the
-//! slot map.
+//! itself, and its pipelines all or nothing. Retrying here instead keeps
+//! one retry budget per outage for both kinds of target, loads the add
+//! script where a node answers `NOSCRIPT`, and waits for replicas
+//! (`WAIT`) where asked. Every command a batch holds is safe to send twice
+//! (adds answer a retry from their recorded answers, see `answers.rs`),
+//! so a retry never asks whether the failed attempt ran. MOVED, ASK,
+//! TRYAGAIN and CLUSTERDOWN replies are retried on a fresh connection,
+//! which reloads the slot map.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,6 +24,7 @@ use std::time::{Duration, Instant};
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection, ClusterPipeline};
 use redis::{Cmd, RedisError, ServerError, ServerErrorKind, Value};
 
+use crate::answers::ADD_SCRIPT;
 use crate::error::{lossy, ErrorKind, Result};
 use crate::target::{Target, TargetKind};
 
@@ -79,6 +77,19 @@ impl RetryPolicy {
     }
 }
 
+/// One run of the add script: which shard, where its answers go, and
+/// which command of which round it is.
+pub(crate) struct SetCall<'a> {
+    pub sha: &'a str,
+    pub key: &'a [u8],
+    pub done: &'a [u8],
+    pub round: u64,
+    pub command: usize,
+    pub answers_ttl_ms: u64,
+    /// Bit offsets that follow.
+    pub ops: usize,
+}
+
 /// Commands sent together, with what each is, for error messages.
 pub(crate) struct Batch {
     pipe: Pipe,
@@ -96,25 +107,6 @@ enum Pipe {
     Cluster(ClusterPipeline),
 }
 
-/// A `BITFIELD` operation on one-bit fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BitOp {
-    /// `BITFIELD key SET u1 <offset> 1 ...`: sets bits, replies their old
-    /// values.
-    Set,
-    /// `BITFIELD_RO key GET u1 <offset> ...`: reads bits.
-    Get,
-}
-
-impl BitOp {
-    pub(crate) fn command(self) -> &'static str {
-        match self {
-            BitOp::Set => "BITFIELD",
-            BitOp::Get => "BITFIELD_RO",
-        }
-    }
-}
-
 impl Batch {
     pub(crate) fn add(&mut self, command: &'static str, key: &[u8], cmd: Cmd) {
         match &mut self.pipe {
@@ -129,59 +121,95 @@ impl Batch {
         self.labels.push((command, key.to_vec()));
     }
 
-    /// Adds one `BITFIELD` (or `BITFIELD_RO`) command on `key` with an
-    /// operation for each of the `ops` offsets. For a standalone server it
-    /// is encoded straight into the batch's buffer: a batch of 1,000 items
-    /// is some 24,000 arguments, and building a [`Cmd`] of each and then
-    /// encoding it costs more client time than Redis spends running them.
-    pub(crate) fn add_bitfield(
+    /// Adds one `BITFIELD_RO key GET u1 <offset> ...` with an operation
+    /// for each of the `ops` offsets. For a standalone server it is encoded
+    /// straight into the batch's buffer: a batch of 1,000 items is some
+    /// 24,000 arguments, and building a [`Cmd`] of each and then encoding
+    /// it costs more client time than Redis spends running them.
+    pub(crate) fn add_bitfield_ro(
         &mut self,
-        op: BitOp,
         key: &[u8],
         ops: usize,
         offsets: impl Iterator<Item = u64>,
     ) {
+        const NAME: &str = "BITFIELD_RO";
         match &mut self.pipe {
             Pipe::Single { buf, ends } => {
-                let per_op = match op {
-                    BitOp::Set => 4,
-                    BitOp::Get => 3,
-                };
-                let start = buf.len();
-                resp_array(buf, 2 + per_op * ops);
-                resp_bulk(buf, op.command().as_bytes());
+                resp_array(buf, 2 + 3 * ops);
+                resp_bulk(buf, NAME.as_bytes());
                 resp_bulk(buf, key);
                 let mut written = 0;
                 for off in offsets {
-                    match op {
-                        BitOp::Set => buf.extend_from_slice(b"$3\r\nSET\r\n$2\r\nu1\r\n"),
-                        BitOp::Get => buf.extend_from_slice(b"$3\r\nGET\r\n$2\r\nu1\r\n"),
-                    }
+                    buf.extend_from_slice(b"$3\r\nGET\r\n$2\r\nu1\r\n");
                     resp_bulk_u64(buf, off);
-                    if op == BitOp::Set {
-                        buf.extend_from_slice(b"$1\r\n1\r\n");
-                    }
                     written += 1;
                 }
                 // The header promised `ops` operations: a miscount would put
                 // the connection out of step, so it is a bug caught here.
-                assert_eq!(written, ops, "BITFIELD operation count");
-                debug_assert!(buf.len() > start);
+                assert_eq!(written, ops, "BITFIELD_RO operation count");
                 ends.push(buf.len());
             }
             Pipe::Cluster(p) => {
-                let mut c = redis::cmd(op.command());
+                let mut c = redis::cmd(NAME);
                 c.arg(key);
                 for off in offsets {
-                    match op {
-                        BitOp::Set => c.arg("SET").arg("u1").arg(off).arg(1),
-                        BitOp::Get => c.arg("GET").arg("u1").arg(off),
-                    };
+                    c.arg("GET").arg("u1").arg(off);
                 }
                 p.add_command(c);
             }
         }
-        self.labels.push((op.command(), key.to_vec()));
+        self.labels.push((NAME, key.to_vec()));
+    }
+
+    /// Adds one run of the add script ([`ADD_SCRIPT`]): sets the bits at
+    /// the `ops` offsets of shard `key` as command `command` of round
+    /// `round`, recording the answers in `done` (see `answers.rs`).
+    pub(crate) fn add_set_script(
+        &mut self,
+        call: &SetCall<'_>,
+        offsets: impl Iterator<Item = u64>,
+    ) {
+        const NAME: &str = "EVALSHA";
+        let mut round = itoa::Buffer::new();
+        let mut command = itoa::Buffer::new();
+        let mut ttl = itoa::Buffer::new();
+        let head: [&[u8]; 8] = [
+            NAME.as_bytes(),
+            call.sha.as_bytes(),
+            b"2",
+            call.key,
+            call.done,
+            round.format(call.round).as_bytes(),
+            command.format(call.command).as_bytes(),
+            ttl.format(call.answers_ttl_ms).as_bytes(),
+        ];
+        match &mut self.pipe {
+            Pipe::Single { buf, ends } => {
+                resp_array(buf, head.len() + call.ops);
+                for arg in head {
+                    resp_bulk(buf, arg);
+                }
+                let mut written = 0;
+                for off in offsets {
+                    resp_bulk_u64(buf, off);
+                    written += 1;
+                }
+                assert_eq!(written, call.ops, "add script operation count");
+                ends.push(buf.len());
+            }
+            Pipe::Cluster(p) => {
+                let mut c = redis::cmd(NAME);
+                for arg in &head[1..] {
+                    c.arg(*arg);
+                }
+                for off in offsets {
+                    c.arg(off);
+                }
+                p.add_command(c);
+            }
+        }
+        self.labels
+            .push(("BITFIELD (add script)", call.key.to_vec()));
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -229,53 +257,62 @@ const SEND_AHEAD: usize = 128 << 10;
 /// up to [`SEND_AHEAD`] bytes of commands are in flight while replies are
 /// read, so Redis runs command `i + 1` while this side parses reply `i`
 /// (a [`redis::Pipeline`] writes everything, then reads everything, and
-/// one side idles while the other works). Replies are in command order;
-/// error replies are values here, as in a pipeline. On `Err`, some
-/// commands were sent if the `bool` says so, and the connection is out of
-/// step and must be dropped.
+/// one side idles while the other works). Starts at the first command
+/// whose reply is not in `values` yet, and appends replies in command
+/// order; error replies are values here, as in a pipeline. On `Err` the
+/// connection is out of step and must be dropped; `values` keeps the
+/// replies read before it.
 fn stream(
     conn: &mut redis::Connection,
     buf: &[u8],
     ends: &[usize],
-) -> std::result::Result<Vec<Value>, (RedisError, bool)> {
+    values: &mut Vec<Value>,
+) -> redis::RedisResult<()> {
     let n = ends.len();
-    let mut values = Vec::with_capacity(n);
-    let mut sent = 0; // commands sent
-    let mut sent_bytes = 0;
+    // Bytes before command `i`.
+    let start_of = |i: usize| if i == 0 { 0 } else { ends[i - 1] };
+    let mut sent = values.len();
     while values.len() < n {
-        // Bytes of commands whose replies are not read yet.
-        let answered = values.len().checked_sub(1).map_or(0, |i| ends[i]);
-        if sent < n && sent_bytes - answered < SEND_AHEAD {
+        // Where the commands whose replies are not read yet begin.
+        let answered = start_of(values.len());
+        if sent < n && start_of(sent) - answered < SEND_AHEAD {
             let mut upto = sent + 1;
             while upto < n && ends[upto] - answered <= SEND_AHEAD {
                 upto += 1;
             }
-            conn.send_packed_command(&buf[sent_bytes..ends[upto - 1]])
-                .map_err(|e| (e, true))?;
+            conn.send_packed_command(&buf[start_of(sent)..ends[upto - 1]])?;
             sent = upto;
-            sent_bytes = ends[upto - 1];
             continue;
         }
-        match conn.recv_response().map_err(|e| (e, true))? {
+        match conn.recv_response()? {
             // Out-of-band (RESP3) pushes are not replies: counting one as
             // a reply would leave a reply unread on the connection.
             Value::Push { .. } => {}
             value => values.push(value),
         }
     }
-    Ok(values)
-}
-
-/// Replies of a batch, and whether an earlier failed attempt of it may have
-/// run some of its commands.
-pub(crate) struct Replies {
-    pub values: Vec<Value>,
-    pub ambiguous: bool,
+    Ok(())
 }
 
 enum Conn {
     Single(redis::Connection),
     Cluster(Box<ClusterConnection>),
+}
+
+/// Replicas that must hold a batch's writes before it is answered
+/// (`WAIT replicas timeout` after the batch).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitFor {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+/// How far a batch got: the replies read (of a prefix of its commands),
+/// and whether any attempt sent commands.
+#[derive(Default)]
+pub(crate) struct Progress {
+    pub values: Vec<Value>,
+    pub sent: bool,
 }
 
 /// A lazily (re)connected link to the target, with the retry policy.
@@ -284,15 +321,46 @@ pub(crate) struct Link {
     policy: RetryPolicy,
     cluster: Option<ClusterClient>,
     conn: Option<Conn>,
+    /// Load the add script (`SCRIPT LOAD`) before the next batch: at the
+    /// first connection, and after a server answered `NOSCRIPT` (a restart,
+    /// a failover to a node that never loaded it).
+    load_script: bool,
+    wait: Option<WaitFor>,
 }
 
-/// What a failed attempt means for the next one.
-enum Verdict {
-    /// Retry; `ran` says whether some command may have run.
-    Retry {
-        ran: bool,
-    },
-    Fatal,
+/// The retry budget of one outage: attempts and time since the last
+/// attempt that made progress.
+struct Budget {
+    start: Instant,
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl Budget {
+    fn new(policy: &RetryPolicy) -> Budget {
+        Budget {
+            start: Instant::now(),
+            attempts: 0,
+            backoff: policy.first_backoff,
+        }
+    }
+
+    /// Counts a failed attempt: waits before the next one, or gives up.
+    fn spend(&mut self, policy: &RetryPolicy, failure: Failure) -> Result<()> {
+        self.attempts += 1;
+        let elapsed = self.start.elapsed();
+        if self.attempts >= policy.max_attempts || elapsed + self.backoff > policy.max_elapsed {
+            return Err(ErrorKind::Unavailable {
+                attempts: self.attempts,
+                elapsed,
+                last: failure.into_redis(),
+            }
+            .into());
+        }
+        thread::sleep(self.backoff);
+        self.backoff = (self.backoff * 2).min(policy.max_backoff);
+        Ok(())
+    }
 }
 
 impl Link {
@@ -316,7 +384,15 @@ impl Link {
             },
             cluster,
             conn: None,
+            load_script: true,
+            wait: None,
         })
+    }
+
+    /// Makes every batch wait for `wait.replicas` replicas to hold its
+    /// writes before it counts as done.
+    pub(crate) fn set_wait(&mut self, wait: Option<WaitFor>) {
+        self.wait = wait;
     }
 
     pub(crate) fn batch(&self) -> Batch {
@@ -354,84 +430,121 @@ impl Link {
 
     /// Sends a batch, retrying as the policy allows. The replies are in
     /// command order, one per command.
-    pub(crate) fn run(&mut self, batch: &Batch) -> Result<Replies> {
+    pub(crate) fn run(&mut self, batch: &Batch) -> Result<Vec<Value>> {
+        let mut progress = Progress::default();
+        self.run_into(batch, &mut progress)?;
+        Ok(progress.values)
+    }
+
+    /// [`run`](Self::run) into `values`. On a standalone server a retry
+    /// sends only the commands whose replies were not read, and any reply
+    /// read resets the retry budget: a link that keeps dropping slows a
+    /// batch down without ending it. (A Cluster pipeline, and any batch
+    /// under [`WaitFor`], is retried whole: a `WAIT` on a fresh connection
+    /// would not cover the writes of the one that broke.) Every command
+    /// sent must therefore be safe to run twice. On `Err`, `values` holds
+    /// the replies of a prefix of the commands: those certainly ran.
+    pub(crate) fn run_into(&mut self, batch: &Batch, progress: &mut Progress) -> Result<()> {
+        let values = &mut progress.values;
+        values.clear();
         if batch.is_empty() {
-            return Ok(Replies {
-                values: Vec::new(),
-                ambiguous: false,
-            });
+            return Ok(());
         }
-        let start = Instant::now();
-        let mut ambiguous = false;
-        let mut backoff = self.policy.first_backoff;
-        let mut attempt = 0u32;
+        let mut budget = Budget::new(&self.policy);
         loop {
-            attempt += 1;
-            let failure = match self.connect() {
-                Err(e) => Failure::new(e, false),
-                Ok(conn) => {
-                    let result = match (conn, &batch.pipe) {
-                        (Conn::Single(c), Pipe::Single { buf, ends }) => {
-                            match stream(c, buf, ends) {
-                                Ok(values) => server_errors(values),
-                                Err((e, sent)) => {
-                                    // Replies may be left unread.
-                                    self.conn = None;
-                                    Err(Failure::new(e, sent))
-                                }
-                            }
-                        }
-                        (Conn::Cluster(c), Pipe::Cluster(p)) => {
-                            p.query::<Vec<Value>>(c).map_err(|e| Failure::new(e, true))
-                        }
-                        _ => unreachable!("batches are made for their link's kind"),
-                    };
-                    match result {
-                        Ok(values) if values.len() == batch.len() => {
-                            return Ok(Replies { values, ambiguous })
-                        }
-                        Ok(values) => {
-                            // The connection is out of step with its replies.
-                            self.conn = None;
-                            let (command, key) = batch.label(0);
-                            return Err(ErrorKind::BadReply {
-                                command,
-                                key,
-                                detail: format!(
-                                    "{} replies to a pipeline of {} commands",
-                                    values.len(),
-                                    batch.len()
-                                ),
-                            }
-                            .into());
-                        }
-                        Err(f) => f,
-                    }
-                }
+            let before = values.len();
+            let failure = match self.attempt(batch, values, &mut progress.sent) {
+                Ok(()) => return Ok(()),
+                Err(f) => f,
             };
-            match classify(&failure, batch.len()) {
-                Verdict::Fatal => return Err(fatal(failure, batch)),
-                Verdict::Retry { ran } => {
-                    ambiguous |= ran;
-                    // A fresh connection: resynchronised, and for a Cluster a
-                    // fresh slot map.
-                    self.conn = None;
-                    let elapsed = start.elapsed();
-                    if attempt >= self.policy.max_attempts
-                        || elapsed + backoff > self.policy.max_elapsed
-                    {
-                        return Err(ErrorKind::Unavailable {
-                            attempts: attempt,
-                            elapsed,
-                            last: failure.into_redis(),
-                        }
-                        .into());
-                    }
-                    thread::sleep(backoff);
-                    backoff = (backoff * 2).min(self.policy.max_backoff);
-                }
+            if !retryable(&failure) {
+                return Err(fatal(failure, batch));
+            }
+            if failure.is_no_script() {
+                self.load_script = true;
+            }
+            // A fresh connection: resynchronised, and for a Cluster a fresh
+            // slot map.
+            self.conn = None;
+            if self.wait.is_some() || matches!(batch.pipe, Pipe::Cluster(_)) {
+                values.clear();
+            }
+            if values.len() > before {
+                budget = Budget::new(&self.policy);
+            }
+            budget.spend(&self.policy, failure)?;
+        }
+    }
+
+    /// One attempt: connect, load the script if needed, send what has no
+    /// reply yet, then `WAIT` if asked.
+    fn attempt(
+        &mut self,
+        batch: &Batch,
+        values: &mut Vec<Value>,
+        sent: &mut bool,
+    ) -> Result<(), Failure> {
+        let load = self.load_script;
+        let wait = self.wait;
+        let conn = self.connect().map_err(|e| Failure::new(e, false))?;
+        if load {
+            let mut c = redis::cmd("SCRIPT");
+            c.arg("LOAD").arg(ADD_SCRIPT);
+            let loaded = match conn {
+                Conn::Single(c1) => c.query::<Value>(c1),
+                Conn::Cluster(c1) => c.query::<Value>(&mut **c1),
+            };
+            loaded.map_err(|e| Failure::new(e, false))?;
+            self.load_script = false;
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        let start = values.len();
+        *sent = true;
+        match (conn, &batch.pipe) {
+            (Conn::Single(c), Pipe::Single { buf, ends }) => {
+                stream(c, buf, ends, values).map_err(|e| Failure::new(e, true))?
+            }
+            (Conn::Cluster(c), Pipe::Cluster(p)) => values.extend(
+                p.query::<Vec<Value>>(c)
+                    .map_err(|e| Failure::new(e, true))?,
+            ),
+            _ => unreachable!("batches are made for their link's kind"),
+        }
+        if values.len() != batch.len() {
+            let got = values.len() - start;
+            values.truncate(start);
+            return Err(Failure::OutOfStep(got));
+        }
+        // Error replies: the commands before the first one ran; it and
+        // those after it are sent again by the next attempt.
+        let errors: Vec<(usize, ServerError)> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| match v {
+                Value::ServerError(e) => Some((i, e.clone())),
+                _ => None,
+            })
+            .collect();
+        if let Some(&(first, _)) = errors.first() {
+            values.truncate(first);
+            return Err(Failure::Server(errors));
+        }
+        if let Some(w) = wait {
+            let mut c = redis::cmd("WAIT");
+            c.arg(w.replicas).arg(w.timeout.as_millis() as u64);
+            let acked = match self.conn.as_mut().expect("connected above") {
+                Conn::Single(c1) => c.query::<i64>(c1),
+                Conn::Cluster(c1) => c.query::<i64>(&mut **c1),
+            }
+            .map_err(|e| Failure::new(e, true))?;
+            if acked < i64::from(w.replicas) {
+                return Err(Failure::Replicas {
+                    acked,
+                    wanted: w.replicas,
+                });
             }
         }
+        Ok(())
     }
 }
 
@@ -447,6 +560,7 @@ fn retryable_server(kind: ServerErrorKind) -> bool {
             | ServerErrorKind::Moved
             | ServerErrorKind::Ask
             | ServerErrorKind::ReadOnly
+            | ServerErrorKind::NoScript
     )
 }
 
@@ -456,8 +570,12 @@ enum Failure {
     /// the commands were sent (some may then have run).
     Redis(RedisError, bool),
     /// Every command was answered, and these (index, error) replies are
-    /// errors; the other commands ran.
+    /// errors.
     Server(Vec<(usize, ServerError)>),
+    /// This many replies came back for the commands sent, not one each.
+    OutOfStep(usize),
+    /// `WAIT` counted fewer replicas holding the writes than asked for.
+    Replicas { acked: i64, wanted: u32 },
 }
 
 impl Failure {
@@ -470,28 +588,35 @@ impl Failure {
         }
     }
 
+    fn is_no_script(&self) -> bool {
+        match self {
+            Failure::Server(errors) => errors
+                .iter()
+                .any(|(_, e)| e.kind() == Some(ServerErrorKind::NoScript)),
+            Failure::Redis(err, _) => {
+                err.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript)
+            }
+            _ => false,
+        }
+    }
+
     fn into_redis(self) -> RedisError {
         match self {
             Failure::Redis(e, _) => e,
             Failure::Server(mut errors) => errors.swap_remove(0).1.into(),
+            Failure::OutOfStep(n) => (
+                redis::ErrorKind::Parse,
+                "replies out of step with the pipeline",
+                format!("{n} replies"),
+            )
+                .into(),
+            Failure::Replicas { acked, wanted } => (
+                redis::ErrorKind::Io,
+                "too few replicas hold the writes",
+                format!("WAIT {wanted}: {acked} acknowledged"),
+            )
+                .into(),
         }
-    }
-}
-
-/// The replies, or the error replies among them.
-fn server_errors(values: Vec<Value>) -> std::result::Result<Vec<Value>, Failure> {
-    let errors: Vec<(usize, ServerError)> = values
-        .iter()
-        .enumerate()
-        .filter_map(|(i, v)| match v {
-            Value::ServerError(e) => Some((i, e.clone())),
-            _ => None,
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(values)
-    } else {
-        Err(Failure::Server(errors))
     }
 }
 
@@ -502,28 +627,27 @@ fn all_retryable(errors: &[(usize, ServerError)]) -> bool {
         .all(|(_, e)| e.kind().is_some_and(retryable_server))
 }
 
-/// Decides by the error's kind (never its text) whether to retry, and
-/// whether the failed attempt may have run any command.
-fn classify(failure: &Failure, commands: usize) -> Verdict {
+/// Decides by the error's kind (never its text) whether a later attempt can
+/// succeed. Every command is safe to send again (adds are answered from
+/// their recorded answers), so whether the failed attempt ran some of them
+/// does not matter.
+fn retryable(failure: &Failure) -> bool {
     use redis::ErrorKind as K;
     match failure {
-        Failure::Redis(err, sent) => match err.kind() {
-            K::Io | K::ClusterConnectionNotFound => Verdict::Retry { ran: *sent },
-            // A reply that does not parse: the stream is out of step, reconnect.
-            K::Parse => Verdict::Retry { ran: *sent },
+        Failure::Redis(err, _) => match err.kind() {
+            // A broken connection, or a reply that does not parse (the
+            // stream is out of step): reconnect.
+            K::Io | K::ClusterConnectionNotFound | K::Parse => true,
             // A server error before anything was sent (while connecting).
-            K::Server(_) | K::Extension => match err.clone().into_server_errors() {
-                Some(errors) if all_retryable(&errors) => Verdict::Retry { ran: false },
-                _ => Verdict::Fatal,
-            },
-            _ => Verdict::Fatal,
+            K::Server(_) | K::Extension => err
+                .clone()
+                .into_server_errors()
+                .is_some_and(|errors| all_retryable(&errors)),
+            _ => false,
         },
-        // Retry only if every error says its command did not run; the other
-        // commands did run.
-        Failure::Server(errors) if all_retryable(errors) => Verdict::Retry {
-            ran: errors.len() < commands,
-        },
-        Failure::Server(_) => Verdict::Fatal,
+        Failure::Server(errors) => all_retryable(errors),
+        Failure::OutOfStep(_) => false,
+        Failure::Replicas { .. } => true,
     }
 }
 
@@ -541,6 +665,24 @@ fn fatal(failure: Failure, batch: &Batch) -> crate::Error {
             .into();
         }
         Failure::Server(errors) => errors,
+        Failure::OutOfStep(got) => {
+            let (command, key) = batch.label(0);
+            return ErrorKind::BadReply {
+                command,
+                key,
+                detail: format!("{got} replies to a pipeline of {} commands", batch.len()),
+            }
+            .into();
+        }
+        replicas @ Failure::Replicas { .. } => {
+            let (command, key) = batch.label(0);
+            return ErrorKind::Server {
+                command,
+                key,
+                error: replicas.into_redis(),
+            }
+            .into();
+        }
     };
     let (index, server) = errors
         .iter()

@@ -62,6 +62,31 @@ pub(crate) fn bits<'a>(
     Ok(items.iter().map(|x| matches!(x, Value::Int(1))))
 }
 
+/// The add script's reply: the old values of `n` bits as a string of
+/// `0` and `1` (see `answers.rs`).
+pub(crate) fn bit_string<'a>(
+    v: &'a Value,
+    n: usize,
+    command: &'static str,
+    key: &str,
+) -> Result<impl Iterator<Item = bool> + 'a> {
+    let Value::BulkString(b) = v else {
+        return Err(bad(
+            command,
+            key,
+            format!("expected a string of bits, got {}", shown(v)),
+        ));
+    };
+    if b.len() != n || b.iter().any(|&c| c != b'0' && c != b'1') {
+        return Err(bad(
+            command,
+            key,
+            format!("expected {n} bits as 0 and 1, got {}", shown(v)),
+        ));
+    }
+    Ok(b.iter().map(|&c| c == b'1'))
+}
+
 /// An integer reply.
 pub(crate) fn int(v: &Value, command: &'static str, key: &str) -> Result<i64> {
     match v {

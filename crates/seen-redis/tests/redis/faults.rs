@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use seen_redis::{ErrorKind, FilterParams, RedisFilter, RetryPolicy};
+use seen_redis::{Answer, ErrorKind, FilterParams, RedisFilter, RetryPolicy};
 
 use crate::server::RedisServer;
 use crate::{reference, target};
@@ -159,7 +159,7 @@ impl CuttingProxy {
 }
 
 #[test]
-fn an_add_with_unknown_outcome_is_never_reported_present() {
+fn a_lost_reply_changes_no_answer() {
     let server = RedisServer::start();
     let proxy = CuttingProxy::start(server.port);
     let t = target(&format!("redis://127.0.0.1:{}", proxy.port));
@@ -170,9 +170,9 @@ fn an_add_with_unknown_outcome_is_never_reported_present() {
     let items: Vec<String> = (0..300).map(|i| format!("u{i}")).collect();
     assert!(f.add_many(&items[..100]).unwrap().iter().all(|&n| n));
 
-    // The request reaches Redis and runs; the reply is lost; the retry finds
-    // the bits set. The batch must still say "new" (duplicates in the batch
-    // once, as in memory).
+    // The request reaches Redis and runs; the reply is lost; the retry gets
+    // the answers recorded by the run that was lost: new, exactly as
+    // without the fault (a repeat within the batch new only once).
     proxy.cut_next.store(true, Ordering::SeqCst);
     let mut batch: Vec<&str> = items[100..200].iter().map(String::as_str).collect();
     batch.push("u150");
@@ -180,7 +180,7 @@ fn an_add_with_unknown_outcome_is_never_reported_present() {
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy cut once");
     assert!(
         got[..100].iter().all(|&n| n),
-        "an item reported present after an unknown outcome"
+        "an item reported present after a lost reply"
     );
     assert!(!got[100], "a repeat within the batch is new only once");
     assert!(direct
@@ -195,8 +195,12 @@ fn an_add_with_unknown_outcome_is_never_reported_present() {
     let mut once = RedisFilter::open_with(&t, "cut", RetryPolicy::no_retry()).unwrap();
     proxy.cut_next.store(true, Ordering::SeqCst);
     let e = once.add_many(&items[200..]).unwrap_err();
+    let ErrorKind::Incomplete { answers, cause } = e.kind() else {
+        panic!("{e}")
+    };
+    assert!(answers.iter().all(|&a| a == Answer::Unknown), "{e}");
     assert!(
-        matches!(e.kind(), ErrorKind::Unavailable { attempts: 1, .. }),
+        matches!(cause.kind(), ErrorKind::Unavailable { attempts: 1, .. }),
         "{e}"
     );
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 2);

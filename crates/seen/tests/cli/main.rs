@@ -6,5 +6,8 @@ mod closed_output;
 mod dedup;
 mod inspect;
 mod redis;
+mod redis_faults;
+#[path = "../../../seen-redis/tests/redis/server.rs"]
+mod redis_server;
 mod support;
 mod usecases;

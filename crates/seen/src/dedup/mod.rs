@@ -6,19 +6,21 @@
 //! is a hash and (mostly hidden) one cache miss. Memory is the filter plus
 //! one chunk buffer, whatever the input size.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use seen_core::{AnyFilter, BloomFilter, DecodeOptions, ItemHash};
-use seen_redis::{FilterParams, RedisFilter, Target};
 
 use crate::units::{parse_count, parse_duration, parse_fpp};
+
+mod backend;
+
+use backend::{open_backend, save_state, Backend};
 
 /// Capacity when `--capacity` is not given and no state file exists.
 const DEFAULT_CAPACITY: u64 = 10_000_000;
@@ -26,6 +28,9 @@ const DEFAULT_CAPACITY: u64 = 10_000_000;
 const DEFAULT_FPP: f64 = 1e-4;
 /// Bytes read from the input at a time (a chunk grows for longer lines).
 const CHUNK: usize = 1 << 20;
+/// How long one `WAIT` for --redis-wait replicas may take before the batch
+/// is tried again (within --redis-retry).
+const REDIS_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Records hashed ahead of the one being added (prefetch distance).
 const AHEAD: usize = 8;
 
@@ -46,6 +51,18 @@ A line is everything up to the newline (or NUL with -z), without it; a last
 line without a newline is printed with one. A line may be reported as seen
 when it was not (a false positive, at the rate --fpp while the filter holds
 at most --capacity lines); a line already printed is never printed again.
+
+With --redis, every process sharing the filter prints each line at most
+once between them, and under faults:
+  reply lost, connection dropped       exact (retries get recorded answers)
+  Redis restarted, appendfsync always  exact
+  Redis restarted, weaker persistence  lines of lost writes printed again
+  Cluster failover, --redis-wait 1     exact
+  Cluster failover, no --redis-wait    lines of unreplicated writes printed again
+  Redis down longer than --redis-retry exit 2; lines sent with no answer are
+                                       printed (and may be printed again by a
+                                       rerun); the count is on stderr
+No fault makes a line go unprinted by every run.
 
 Exit status: 0 when the input was read to its end (also when the reader of
 the output went away, as in `seen dedup | head`), 2 on any error. The state
@@ -102,6 +119,19 @@ pub(crate) struct DedupArgs {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
 
+    /// With --redis: how long one outage of Redis may last (no reply at
+    /// all) before the run gives up with exit 2; any reply starts the
+    /// count again.
+    #[arg(long, value_name = "DURATION", default_value = "30s", requires = "redis",
+          value_parser = parse_duration)]
+    redis_retry: Duration,
+
+    /// With --redis: answer a batch only once N replicas hold its writes
+    /// (Redis `WAIT`), so that a failover loses no answered write and no
+    /// line is printed twice. 0 (the default) does not wait.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "redis")]
+    redis_wait: u32,
+
     /// Print the lines seen before (the duplicates) instead of the new ones.
     #[arg(long)]
     print_dups: bool,
@@ -132,81 +162,6 @@ enum ProgressMode {
     Auto,
     Always,
     Never,
-}
-
-/// Where the "seen before?" answers come from.
-enum Backend {
-    Local {
-        filter: Box<BloomFilter>,
-        state: Option<PathBuf>,
-        hashes: Vec<ItemHash>,
-    },
-    Redis {
-        filter: Box<RedisFilter>,
-        batch: usize,
-        capacity: u64,
-        error_rate: f64,
-    },
-}
-
-impl Backend {
-    fn capacity(&self) -> u64 {
-        match self {
-            Backend::Local { filter, .. } => filter.capacity(),
-            Backend::Redis { capacity, .. } => *capacity,
-        }
-    }
-
-    fn error_rate(&self) -> f64 {
-        match self {
-            Backend::Local { filter, .. } => filter.error_rate(),
-            Backend::Redis { error_rate, .. } => *error_rate,
-        }
-    }
-
-    /// Adds `records`, pushing "was new" for each to `out`; with
-    /// `read_only`, only looks them up ("was absent").
-    fn add(&mut self, records: &[&[u8]], read_only: bool, out: &mut Vec<bool>) -> Result<()> {
-        out.clear();
-        if read_only {
-            match self {
-                Backend::Local { filter, .. } => {
-                    out.extend(filter.contains_many(records).into_iter().map(|c| !c))
-                }
-                Backend::Redis { filter, batch, .. } => {
-                    for part in records.chunks(*batch) {
-                        let found = filter
-                            .contains_many(part)
-                            .map_err(|e| anyhow!("redis: {e}"))?;
-                        out.extend(found.into_iter().map(|c| !c));
-                    }
-                }
-            }
-            return Ok(());
-        }
-        match self {
-            Backend::Local { filter, hashes, .. } => {
-                hashes.clear();
-                hashes.extend(records.iter().map(|r| filter.hash(r)));
-                for h in hashes.iter().take(AHEAD) {
-                    filter.prefetch(*h);
-                }
-                for i in 0..hashes.len() {
-                    if let Some(h) = hashes.get(i + AHEAD) {
-                        filter.prefetch(*h);
-                    }
-                    out.push(filter.add_hash_mut(hashes[i]));
-                }
-            }
-            Backend::Redis { filter, batch, .. } => {
-                for part in records.chunks(*batch) {
-                    let new = filter.add_many(part).map_err(|e| anyhow!("redis: {e}"))?;
-                    out.extend(new);
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Counters of a run.
@@ -422,8 +377,10 @@ impl<W: Write> RunCtx<'_, W> {
             Backend::Local { filter, .. } => filter.expected_fpp_at(filter.len()),
             Backend::Redis { .. } => self.warner.redis_fpp,
         };
-        self.backend
+        let stopped = self
+            .backend
             .add(&slices, self.args.read_only, &mut self.new)?;
+        slices.truncate(self.new.len());
         let new_count = self.new.iter().filter(|&&n| n).count() as u64;
         self.tally.lines += slices.len() as u64;
         self.tally.unique += new_count;
@@ -442,6 +399,14 @@ impl<W: Write> RunCtx<'_, W> {
                     }
                 }
             }
+        }
+        if let Some(stop) = stopped {
+            written(self.out.flush())?;
+            bail!(
+                "redis: {}; {} line(s) whose add has an unknown outcome were printed as new",
+                stop.cause,
+                stop.unknown
+            );
         }
         self.after_chunk(data.len() as u64)?;
         Ok(End::Complete)
@@ -619,196 +584,4 @@ fn make_progress(args: &DedupArgs, inputs: &[(Input, Option<u64>)]) -> ProgressB
     };
     pb.enable_steady_tick(Duration::from_millis(200));
     pb
-}
-
-fn open_backend(args: &DedupArgs) -> Result<Backend> {
-    if let (Some(url), Some(name)) = (&args.redis, &args.name) {
-        return open_redis(args, url, name);
-    }
-    if let (Some(path), false) = (&args.state, args.read_only) {
-        check_state_writable(path)?;
-    }
-    let filter = match &args.state {
-        Some(path) => match load_state(path)? {
-            Some(f) => {
-                warn_ignored(
-                    args,
-                    f.capacity(),
-                    f.error_rate(),
-                    &format!("state file '{}'", path.display()),
-                );
-                Some(f)
-            }
-            None if args.read_only => bail!(
-                "state file '{}' does not exist: --read-only looks lines up in a filter made by an earlier run",
-                path.display()
-            ),
-            None => None,
-        },
-        None if args.read_only => {
-            bail!("--read-only needs a filter to look lines up in: give --state PATH or --redis URL --name NAME")
-        }
-        None => None,
-    };
-    let filter = match filter {
-        Some(f) => f,
-        None => {
-            let capacity = args.capacity.unwrap_or(DEFAULT_CAPACITY);
-            let fpp = args.fpp.unwrap_or(DEFAULT_FPP);
-            BloomFilter::new(capacity, fpp).map_err(|e| {
-                anyhow!("cannot make a filter for --capacity {capacity} --fpp {fpp}: {e}")
-            })?
-        }
-    };
-    Ok(Backend::Local {
-        filter: Box::new(filter),
-        state: args.state.clone(),
-        hashes: Vec::new(),
-    })
-}
-
-fn warn_ignored(args: &DedupArgs, capacity: u64, fpp: f64, what: &str) {
-    let cap_differs = args.capacity.is_some_and(|c| c != capacity);
-    let fpp_differs = args.fpp.is_some_and(|p| (p - fpp).abs() > p * 1e-9);
-    if cap_differs || fpp_differs {
-        eprintln!(
-            "seen: warning: {what} already exists with capacity {capacity} and fpp {fpp}; it keeps them, --capacity and --fpp apply only when it is created"
-        );
-    }
-}
-
-fn open_redis(args: &DedupArgs, url: &str, name: &str) -> Result<Backend> {
-    let target = Target::parse(url).map_err(|e| anyhow!("--redis: {e}"))?;
-    let existing = match RedisFilter::open(&target, name) {
-        Ok(f) => Some(f),
-        Err(e) if matches!(e.kind(), seen_redis::ErrorKind::NotFound { .. }) => None,
-        Err(e) => return Err(anyhow!("redis: cannot open filter '{name}': {e}")),
-    };
-    let filter = match existing {
-        Some(f) => {
-            let m = *f.metadata();
-            warn_ignored(
-                args,
-                m.capacity,
-                m.error_rate,
-                &format!("Redis filter '{name}'"),
-            );
-            f
-        }
-        None if args.read_only => bail!(
-            "redis: there is no filter '{name}' to look lines up in (--read-only does not create one)"
-        ),
-        None => {
-            let capacity = args.capacity.unwrap_or(DEFAULT_CAPACITY);
-            let fpp = args.fpp.unwrap_or(DEFAULT_FPP);
-            let mut params = FilterParams::new(capacity, fpp);
-            if let Some(ttl) = args.ttl {
-                params = params.ttl(ttl);
-            }
-            // Another worker may create it at the same moment: then this
-            // opens theirs, and different parameters are an error.
-            RedisFilter::open_or_create(&target, name, &params)
-                .map_err(|e| anyhow!("redis: cannot create filter '{name}': {e}"))?
-        }
-    };
-    let m = *filter.metadata();
-    Ok(Backend::Redis {
-        filter: Box::new(filter),
-        batch: args.batch as usize,
-        capacity: m.capacity,
-        error_rate: m.error_rate,
-    })
-}
-
-/// Reads a state file; `None` when it does not exist yet.
-fn load_state(path: &Path) -> Result<Option<BloomFilter>> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => bail!("cannot open state file '{}': {e}", path.display()),
-    };
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        bail!(
-            "state file '{}' is a directory; give a file path such as '{}/dedup.seen'",
-            path.display(),
-            path.display()
-        );
-    }
-    let opts = DecodeOptions {
-        max_bytes: u64::MAX,
-    };
-    match seen_core::decode(io::BufReader::with_capacity(1 << 20, f), &opts) {
-        Ok(AnyFilter::Bloom(f)) => Ok(Some(f)),
-        Ok(other) => bail!(
-            "state file '{}' holds a {:?} filter; seen dedup keeps a Bloom filter (give another --state path)",
-            path.display(),
-            other.kind()
-        ),
-        Err(e) => bail!(
-            "state file '{}' cannot be used: {e}; it was left unchanged (move it away to start afresh)",
-            path.display()
-        ),
-    }
-}
-
-/// The directory of a state file, and the temporary file it is written
-/// as before the rename.
-struct StatePaths {
-    dir: PathBuf,
-    tmp: PathBuf,
-}
-
-fn state_paths(path: &Path) -> Result<StatePaths> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("--state '{}' is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    Ok(StatePaths { dir, tmp })
-}
-
-/// Makes and removes the state's temporary file, so that a state that
-/// could not be saved (no such directory, no permission, a read-only
-/// disk) is reported before any input is read, not after all of it.
-fn check_state_writable(path: &Path) -> Result<()> {
-    let StatePaths { tmp, .. } = state_paths(path)?;
-    File::create(&tmp)
-        .and_then(|_| fs::remove_file(&tmp))
-        .map_err(|e| {
-            anyhow!(
-                "cannot save state file '{}': {e} (nothing was read)",
-                path.display()
-            )
-        })
-}
-
-/// Writes the filter to `path` atomically: a temporary file in the same
-/// directory, fsync, rename over the old one, fsync the directory.
-fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
-    let StatePaths { dir, tmp } = state_paths(path)?;
-    let result = (|| -> io::Result<()> {
-        let f = File::create(&tmp)?;
-        let mut w = io::BufWriter::with_capacity(1 << 20, f);
-        filter.encode(&mut w).map_err(io::Error::other)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        bail!(
-            "cannot save state file '{}': {e}; the previous state is unchanged",
-            path.display()
-        );
-    }
-    Ok(())
 }

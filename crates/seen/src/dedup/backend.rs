@@ -1,0 +1,327 @@
+//! Where `seen dedup` gets its answers: a local filter (with its state
+//! file) or a filter shared through Redis.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Result};
+use seen_core::{AnyFilter, BloomFilter, DecodeOptions, ItemHash};
+use seen_redis::{FilterParams, RedisFilter, RetryPolicy, Target};
+
+use super::{DedupArgs, AHEAD, DEFAULT_CAPACITY, DEFAULT_FPP, REDIS_WAIT_TIMEOUT};
+
+/// Where the "seen before?" answers come from.
+pub(super) enum Backend {
+    Local {
+        filter: Box<BloomFilter>,
+        state: Option<PathBuf>,
+        hashes: Vec<ItemHash>,
+    },
+    Redis {
+        filter: Box<RedisFilter>,
+        batch: usize,
+        capacity: u64,
+        error_rate: f64,
+    },
+}
+
+impl Backend {
+    pub(super) fn capacity(&self) -> u64 {
+        match self {
+            Backend::Local { filter, .. } => filter.capacity(),
+            Backend::Redis { capacity, .. } => *capacity,
+        }
+    }
+
+    pub(super) fn error_rate(&self) -> f64 {
+        match self {
+            Backend::Local { filter, .. } => filter.error_rate(),
+            Backend::Redis { error_rate, .. } => *error_rate,
+        }
+    }
+
+    /// Adds `records`, pushing "was new" for each to `out`; with
+    /// `read_only`, only looks them up ("was absent"). If Redis gave up
+    /// after part of them was sent, `out` answers only the records that
+    /// were, and the result says how many of those are unknown.
+    pub(super) fn add(
+        &mut self,
+        records: &[&[u8]],
+        read_only: bool,
+        out: &mut Vec<bool>,
+    ) -> Result<Option<Incomplete>> {
+        out.clear();
+        if read_only {
+            match self {
+                Backend::Local { filter, .. } => {
+                    out.extend(filter.contains_many(records).into_iter().map(|c| !c))
+                }
+                Backend::Redis { filter, batch, .. } => {
+                    for part in records.chunks(*batch) {
+                        let found = filter
+                            .contains_many(part)
+                            .map_err(|e| anyhow!("redis: {e}"))?;
+                        out.extend(found.into_iter().map(|c| !c));
+                    }
+                }
+            }
+            return Ok(None);
+        }
+        match self {
+            Backend::Local { filter, hashes, .. } => {
+                hashes.clear();
+                hashes.extend(records.iter().map(|r| filter.hash(r)));
+                for h in hashes.iter().take(AHEAD) {
+                    filter.prefetch(*h);
+                }
+                for i in 0..hashes.len() {
+                    if let Some(h) = hashes.get(i + AHEAD) {
+                        filter.prefetch(*h);
+                    }
+                    out.push(filter.add_hash_mut(hashes[i]));
+                }
+            }
+            Backend::Redis { filter, batch, .. } => {
+                for part in records.chunks(*batch) {
+                    match filter.add_many(part) {
+                        Ok(new) => out.extend(new),
+                        Err(e) => return incomplete(e, out),
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// An add to Redis that gave up after sending some lines.
+pub(super) struct Incomplete {
+    /// Lines sent whose outcome is unknown: reported as new.
+    pub(super) unknown: u64,
+    pub(super) cause: seen_redis::Error,
+}
+
+/// Turns an add that gave up into answers for the lines that were sent:
+/// new, present, or unknown and so reported new (a line printed twice is
+/// better than a line never printed). Lines never sent get no answer: the
+/// run ends before them, and a rerun finds them new.
+fn incomplete(err: seen_redis::Error, out: &mut Vec<bool>) -> Result<Option<Incomplete>> {
+    use seen_redis::{Answer, ErrorKind};
+    let (answers, cause) = match err.into_kind() {
+        ErrorKind::Incomplete { answers, cause } => (answers, *cause),
+        other => bail!("redis: {}", seen_redis::Error::from(other)),
+    };
+    let mut unknown = 0;
+    for a in answers {
+        match a {
+            Answer::New => out.push(true),
+            Answer::Present => out.push(false),
+            Answer::Unknown => {
+                unknown += 1;
+                out.push(true);
+            }
+            Answer::NotSent => break,
+        }
+    }
+    Ok(Some(Incomplete { unknown, cause }))
+}
+
+pub(super) fn open_backend(args: &DedupArgs) -> Result<Backend> {
+    if let (Some(url), Some(name)) = (&args.redis, &args.name) {
+        return open_redis(args, url, name);
+    }
+    if let (Some(path), false) = (&args.state, args.read_only) {
+        check_state_writable(path)?;
+    }
+    let filter = match &args.state {
+        Some(path) => match load_state(path)? {
+            Some(f) => {
+                warn_ignored(
+                    args,
+                    f.capacity(),
+                    f.error_rate(),
+                    &format!("state file '{}'", path.display()),
+                );
+                Some(f)
+            }
+            None if args.read_only => bail!(
+                "state file '{}' does not exist: --read-only looks lines up in a filter made by an earlier run",
+                path.display()
+            ),
+            None => None,
+        },
+        None if args.read_only => {
+            bail!("--read-only needs a filter to look lines up in: give --state PATH or --redis URL --name NAME")
+        }
+        None => None,
+    };
+    let filter = match filter {
+        Some(f) => f,
+        None => {
+            let capacity = args.capacity.unwrap_or(DEFAULT_CAPACITY);
+            let fpp = args.fpp.unwrap_or(DEFAULT_FPP);
+            BloomFilter::new(capacity, fpp).map_err(|e| {
+                anyhow!("cannot make a filter for --capacity {capacity} --fpp {fpp}: {e}")
+            })?
+        }
+    };
+    Ok(Backend::Local {
+        filter: Box::new(filter),
+        state: args.state.clone(),
+        hashes: Vec::new(),
+    })
+}
+
+fn warn_ignored(args: &DedupArgs, capacity: u64, fpp: f64, what: &str) {
+    let cap_differs = args.capacity.is_some_and(|c| c != capacity);
+    let fpp_differs = args.fpp.is_some_and(|p| (p - fpp).abs() > p * 1e-9);
+    if cap_differs || fpp_differs {
+        eprintln!(
+            "seen: warning: {what} already exists with capacity {capacity} and fpp {fpp}; it keeps them, --capacity and --fpp apply only when it is created"
+        );
+    }
+}
+
+fn open_redis(args: &DedupArgs, url: &str, name: &str) -> Result<Backend> {
+    let target = Target::parse(url).map_err(|e| anyhow!("--redis: {e}"))?;
+    let policy = RetryPolicy {
+        max_attempts: u32::MAX,
+        max_elapsed: args.redis_retry,
+        ..RetryPolicy::default()
+    };
+    let existing = match RedisFilter::open_with(&target, name, policy.clone()) {
+        Ok(f) => Some(f),
+        Err(e) if matches!(e.kind(), seen_redis::ErrorKind::NotFound { .. }) => None,
+        Err(e) => return Err(anyhow!("redis: cannot open filter '{name}': {e}")),
+    };
+    let filter = match existing {
+        Some(f) => {
+            let m = *f.metadata();
+            warn_ignored(
+                args,
+                m.capacity,
+                m.error_rate,
+                &format!("Redis filter '{name}'"),
+            );
+            f
+        }
+        None if args.read_only => bail!(
+            "redis: there is no filter '{name}' to look lines up in (--read-only does not create one)"
+        ),
+        None => {
+            let capacity = args.capacity.unwrap_or(DEFAULT_CAPACITY);
+            let fpp = args.fpp.unwrap_or(DEFAULT_FPP);
+            let mut params = FilterParams::new(capacity, fpp);
+            if let Some(ttl) = args.ttl {
+                params = params.ttl(ttl);
+            }
+            // Another worker may create it at the same moment: then this
+            // opens theirs, and different parameters are an error.
+            RedisFilter::open_or_create_with(&target, name, &params, policy)
+                .map_err(|e| anyhow!("redis: cannot create filter '{name}': {e}"))?
+        }
+    };
+    let mut filter = filter;
+    filter.wait_for_replicas(args.redis_wait, REDIS_WAIT_TIMEOUT);
+    let m = *filter.metadata();
+    Ok(Backend::Redis {
+        filter: Box::new(filter),
+        batch: args.batch as usize,
+        capacity: m.capacity,
+        error_rate: m.error_rate,
+    })
+}
+
+/// Reads a state file; `None` when it does not exist yet.
+fn load_state(path: &Path) -> Result<Option<BloomFilter>> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("cannot open state file '{}': {e}", path.display()),
+    };
+    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        bail!(
+            "state file '{}' is a directory; give a file path such as '{}/dedup.seen'",
+            path.display(),
+            path.display()
+        );
+    }
+    let opts = DecodeOptions {
+        max_bytes: u64::MAX,
+    };
+    match seen_core::decode(io::BufReader::with_capacity(1 << 20, f), &opts) {
+        Ok(AnyFilter::Bloom(f)) => Ok(Some(f)),
+        Ok(other) => bail!(
+            "state file '{}' holds a {:?} filter; seen dedup keeps a Bloom filter (give another --state path)",
+            path.display(),
+            other.kind()
+        ),
+        Err(e) => bail!(
+            "state file '{}' cannot be used: {e}; it was left unchanged (move it away to start afresh)",
+            path.display()
+        ),
+    }
+}
+
+/// The directory of a state file, and the temporary file it is written
+/// as before the rename.
+struct StatePaths {
+    dir: PathBuf,
+    tmp: PathBuf,
+}
+
+fn state_paths(path: &Path) -> Result<StatePaths> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("--state '{}' is not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    Ok(StatePaths { dir, tmp })
+}
+
+/// Makes and removes the state's temporary file, so that a state that
+/// could not be saved (no such directory, no permission, a read-only
+/// disk) is reported before any input is read, not after all of it.
+fn check_state_writable(path: &Path) -> Result<()> {
+    let StatePaths { tmp, .. } = state_paths(path)?;
+    File::create(&tmp)
+        .and_then(|_| fs::remove_file(&tmp))
+        .map_err(|e| {
+            anyhow!(
+                "cannot save state file '{}': {e} (nothing was read)",
+                path.display()
+            )
+        })
+}
+
+/// Writes the filter to `path` atomically: a temporary file in the same
+/// directory, fsync, rename over the old one, fsync the directory.
+pub(super) fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
+    let StatePaths { dir, tmp } = state_paths(path)?;
+    let result = (|| -> io::Result<()> {
+        let f = File::create(&tmp)?;
+        let mut w = io::BufWriter::with_capacity(1 << 20, f);
+        filter.encode(&mut w).map_err(io::Error::other)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        File::open(&dir)?.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        bail!(
+            "cannot save state file '{}': {e}; the previous state is unchanged",
+            path.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,252 @@
+//! `seen dedup --redis` through faults, with the real binary and a real
+//! Redis: replies lost on a link that keeps dropping, Redis killed and
+//! restarted under two processes, and Redis gone for longer than the retry
+//! budget. No line is ever lost, and only the last case prints one twice.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::redis_server::RedisServer;
+use crate::support::*;
+
+/// When the proxy drops a connection.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// After passing every `n`th request on (and Redis running it), before
+    /// its reply: the fault whose outcome a client cannot know.
+    EveryNth(usize),
+    /// After passing the `n`th request on, and from then on every new
+    /// connection at once: Redis gone, as far as the client can tell.
+    GoneAfter(usize),
+}
+
+/// A TCP proxy in front of Redis that drops connections as told.
+struct Proxy {
+    port: u16,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Proxy {
+    fn start(upstream: u16, when: Cut) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let gone = Arc::new(AtomicBool::new(false));
+        let count = drops.clone();
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                if gone.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    return;
+                };
+                let hold = Arc::new(AtomicBool::new(false));
+                {
+                    // Replies, until a drop is under way.
+                    let (mut from, mut to) =
+                        (server.try_clone().unwrap(), client.try_clone().unwrap());
+                    let hold = hold.clone();
+                    thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            if hold.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                let (requests, gone, count) = (requests.clone(), gone.clone(), count.clone());
+                thread::spawn(move || {
+                    let (mut from, mut to) = (client, server);
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = from.read(&mut buf) {
+                        let i = requests.fetch_add(1, Ordering::SeqCst) + 1;
+                        let dropping = match when {
+                            Cut::EveryNth(n) => i % n == 0,
+                            Cut::GoneAfter(n) => i == n,
+                        };
+                        if dropping {
+                            hold.store(true, Ordering::SeqCst);
+                            if matches!(when, Cut::GoneAfter(_)) {
+                                gone.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        if dropping {
+                            // Let Redis run the request, then drop both sides.
+                            thread::sleep(Duration::from_millis(50));
+                            count.fetch_add(1, Ordering::SeqCst);
+                            let _ = from.shutdown(Shutdown::Both);
+                            let _ = to.shutdown(Shutdown::Both);
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        Proxy { port, drops }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+fn aof_redis() -> RedisServer {
+    RedisServer::start_with(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        false,
+    )
+}
+
+fn dedup(url: &str, file: &Path, extra: &[&str]) -> Child {
+    seen()
+        .args(["dedup", "--redis", url, "--name", "crawl"])
+        .args(["--capacity", "1M", "--fpp", "1e-7", "--batch", "1000"])
+        .args(extra)
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Each line printed by the runs: how many times, over all of them.
+fn printed(runs: &[&Output]) -> HashMap<String, usize> {
+    let mut times = HashMap::new();
+    for o in runs {
+        for l in out_lines(o) {
+            *times.entry(l).or_insert(0) += 1;
+        }
+    }
+    times
+}
+
+fn distinct_of(input: &[String]) -> HashSet<&String> {
+    input.iter().collect()
+}
+
+#[test]
+fn a_link_that_keeps_dropping_replies_changes_no_answer() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port, Cut::EveryNth(7));
+    let (input, distinct) = urls(60_000, 0.3, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("urls.txt");
+    write_file(&file, &joined(&input));
+    let o = dedup(&proxy.url(), &file, &[]).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let drops = proxy.drops.load(Ordering::SeqCst);
+    assert!(drops >= 5, "the proxy dropped {drops} replies");
+    // Exactly the distinct lines, once each, in the order of their first
+    // sighting: as without faults.
+    let mut first = HashSet::new();
+    let want: Vec<&String> = input.iter().filter(|l| first.insert(*l)).collect();
+    let got = out_lines(&o);
+    assert_eq!(got.len(), distinct, "{drops} drops");
+    assert!(got.iter().zip(&want).all(|(g, w)| g == *w));
+}
+
+#[test]
+fn redis_killed_and_restarted_under_two_processes_loses_and_repeats_nothing() {
+    let mut redis = aof_redis();
+    let url = redis.url();
+    let (input, distinct) = urls(400_000, 0.3, 9);
+    let mut reversed = input.clone();
+    reversed.reverse();
+    let dir = tempfile::tempdir().unwrap();
+    let (fa, fb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    write_file(&fa, &joined(&input));
+    write_file(&fb, &joined(&reversed));
+    let mut a = dedup(&url, &fa, &[]);
+    let mut b = dedup(&url, &fb, &[]);
+    // Kill Redis once the filter holds something, mid-run.
+    let mut conn = redis.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while redis::cmd("DBSIZE").query::<u64>(&mut conn).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no filter appeared");
+        thread::sleep(Duration::from_millis(5));
+    }
+    thread::sleep(Duration::from_millis(150));
+    redis.kill9();
+    assert!(
+        a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none(),
+        "both still running when Redis died"
+    );
+    thread::sleep(Duration::from_secs(1));
+    redis.restart();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert!(
+        !out_lines(&a).is_empty() && !out_lines(&b).is_empty(),
+        "both took part"
+    );
+    let times = printed(&[&a, &b]);
+    let twice: Vec<_> = times.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(twice.is_empty(), "{} lines printed twice", twice.len());
+    let set = distinct_of(&input);
+    let lost = set.iter().filter(|l| !times.contains_key(**l)).count();
+    assert_eq!(lost, 0, "{lost} of {distinct} lines never printed");
+    assert_eq!(times.len(), distinct);
+}
+
+#[test]
+fn redis_gone_past_the_retry_budget_then_a_rerun_loses_no_line() {
+    let redis = aof_redis();
+    let (input, distinct) = urls(50_000, 0.3, 13);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("urls.txt");
+    write_file(&file, &joined(&input));
+    // Redis disappears (as far as the client sees) right after it ran a
+    // request in the middle of the run.
+    let proxy = Proxy::start(redis.port, Cut::GoneAfter(20));
+    let first = dedup(&proxy.url(), &file, &["--redis-retry", "2s"])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(2), "{}", stderr(&first));
+    let err = stderr(&first);
+    let unknown: usize = err
+        .split("; ")
+        .find_map(|part| {
+            part.strip_suffix(" line(s) whose add has an unknown outcome were printed as new\n")
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of unknown lines in: {err}"));
+    assert!(
+        unknown > 0,
+        "the dropped request's lines are unknown: {err}"
+    );
+    assert!(!out_lines(&first).is_empty());
+
+    // The same command again, Redis back: together the runs print every
+    // distinct line; only the unknown ones may appear in both.
+    let rerun = dedup(&redis.url(), &file, &[]).wait_with_output().unwrap();
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    let times = printed(&[&first, &rerun]);
+    let set = distinct_of(&input);
+    let lost = set.iter().filter(|l| !times.contains_key(**l)).count();
+    assert_eq!(lost, 0, "{lost} of {distinct} lines never printed");
+    let twice = times.values().filter(|&&n| n > 1).count();
+    assert!(twice <= unknown, "{twice} printed twice, {unknown} unknown");
+}
