@@ -186,15 +186,23 @@ impl Drop for RedisServer {
     }
 }
 
-/// A Redis Cluster of `n` masters on loopback, made by
-/// `redis-cli --cluster create`.
+/// A Redis Cluster on loopback, made by `redis-cli --cluster create`.
 pub struct Cluster {
+    /// The masters first, then their replicas.
     pub nodes: Vec<RedisServer>,
 }
 
 impl Cluster {
+    /// `n` masters without replicas.
     pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<RedisServer> = (0..n)
+        Self::start_replicated(n, 0, 3000)
+    }
+
+    /// `masters` masters with `replicas` replicas each; a node not heard
+    /// from for `node_timeout_ms` is failed over.
+    pub fn start_replicated(masters: usize, replicas: usize, node_timeout_ms: u64) -> Cluster {
+        let timeout = node_timeout_ms.to_string();
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 RedisServer::start_with(
                     &[
@@ -207,7 +215,11 @@ impl Cluster {
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
-                        "3000",
+                        &timeout,
+                        // A replica may take over however long ago it
+                        // last heard from its master.
+                        "--cluster-replica-validity-factor",
+                        "0",
                     ],
                     true,
                 )
@@ -221,7 +233,7 @@ impl Cluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .expect("run redis-cli (Debian package redis-tools: apt-get install -y redis-tools)");
@@ -233,7 +245,26 @@ impl Cluster {
         );
         let cluster = Cluster { nodes };
         cluster.wait_ok();
+        cluster.wait_replicas_synced();
         cluster
+    }
+
+    /// Waits until every replica's link to its master is up.
+    pub fn wait_replicas_synced(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for n in &self.nodes {
+            loop {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut n.conn())
+                    .unwrap_or_default();
+                if info.contains("role:master") || info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "a replica never synced: {info}");
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
     }
 
     /// Waits until every node says `cluster_state:ok` and knows all slots.
