@@ -30,6 +30,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use crate::layout::in_shard_slot;
+
 /// How long Redis keeps a worker's last answers for a shard after the
 /// round that wrote them began: longer than any retry of that round.
 pub const ANSWERS_TTL: Duration = Duration::from_secs(600);
@@ -84,12 +86,5 @@ pub(crate) fn worker_id() -> std::io::Result<String> {
 /// The answers hash of worker `worker` for shard `i` of filter `name`:
 /// `seen:{NAME:i}:done:<worker>`.
 pub fn done_key(name: &[u8], i: u64, worker: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(name.len() + 64);
-    k.extend_from_slice(b"seen:{");
-    k.extend_from_slice(name);
-    k.push(b':');
-    k.extend_from_slice(i.to_string().as_bytes());
-    k.extend_from_slice(b"}:done:");
-    k.extend_from_slice(worker.as_bytes());
-    k
+    in_shard_slot(name, i, format!("done:{worker}").as_bytes())
 }

@@ -269,12 +269,18 @@ pub fn meta_key(name: &[u8]) -> Vec<u8> {
 
 /// The key of shard `i` of filter `name`.
 pub fn shard_key(name: &[u8], i: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(name.len() + 32);
+    in_shard_slot(name, i, b"bits")
+}
+
+/// `seen:{NAME:i}:<tail>`: a key in the hash slot of shard `i`.
+pub(crate) fn in_shard_slot(name: &[u8], i: u64, tail: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 32 + tail.len());
     k.extend_from_slice(b"seen:{");
     k.extend_from_slice(name);
     k.push(b':');
     k.extend_from_slice(i.to_string().as_bytes());
-    k.extend_from_slice(b"}:bits");
+    k.extend_from_slice(b"}:");
+    k.extend_from_slice(tail);
     k
 }
 

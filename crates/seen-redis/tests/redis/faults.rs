@@ -1,8 +1,6 @@
 //! Faults: Redis killed with SIGKILL and restarted under a writer; a
 //! connection cut after a request was sent but before its reply.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -10,22 +8,13 @@ use std::time::{Duration, Instant};
 
 use seen_redis::{Answer, ErrorKind, FilterParams, RedisFilter, RetryPolicy};
 
+use crate::proxy::{Cut, Proxy};
 use crate::server::RedisServer;
 use crate::{reference, target};
 
 #[test]
 fn acknowledged_adds_survive_kill_9_and_the_writer_continues() {
-    let mut server = RedisServer::start_with(
-        &[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ],
-        false,
-    );
+    let mut server = RedisServer::start_aof_always();
     let t = target(&server.url());
     let params = FilterParams::new(1_000_000, 1e-6).max_shard_bytes(1 << 20);
     let f = RedisFilter::open_or_create(&t, "crash", &params).unwrap();
@@ -89,79 +78,10 @@ fn acknowledged_adds_survive_kill_9_and_the_writer_continues() {
     );
 }
 
-/// A TCP proxy in front of Redis that can cut a connection after passing a
-/// request on, before the reply comes back: the one fault whose outcome
-/// the client cannot know.
-struct CuttingProxy {
-    port: u16,
-    cut_next: Arc<AtomicBool>,
-    cuts: Arc<AtomicUsize>,
-}
-
-impl CuttingProxy {
-    fn start(upstream: u16) -> CuttingProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut_next = Arc::new(AtomicBool::new(false));
-        let cuts = Arc::new(AtomicUsize::new(0));
-        let (cut, count) = (cut_next.clone(), cuts.clone());
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
-                    return;
-                };
-                let hold = Arc::new(AtomicBool::new(false));
-                // Replies: dropped once a cut is under way.
-                {
-                    let (mut from, mut to) =
-                        (server.try_clone().unwrap(), client.try_clone().unwrap());
-                    let hold = hold.clone();
-                    thread::spawn(move || {
-                        let mut buf = [0u8; 65536];
-                        while let Ok(n @ 1..) = from.read(&mut buf) {
-                            if hold.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                        }
-                    });
-                }
-                let (cut, count) = (cut.clone(), count.clone());
-                thread::spawn(move || {
-                    let (mut from, mut to) = (client, server);
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = from.read(&mut buf) {
-                        let cutting = cut.swap(false, Ordering::SeqCst);
-                        if cutting {
-                            hold.store(true, Ordering::SeqCst);
-                        }
-                        if to.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                        if cutting {
-                            // Let Redis run the request, then drop both sides.
-                            thread::sleep(Duration::from_millis(100));
-                            count.fetch_add(1, Ordering::SeqCst);
-                            let _ = from.shutdown(Shutdown::Both);
-                            let _ = to.shutdown(Shutdown::Both);
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        CuttingProxy {
-            port,
-            cut_next,
-            cuts,
-        }
-    }
-}
-
 #[test]
 fn a_lost_reply_changes_no_answer() {
     let server = RedisServer::start();
-    let proxy = CuttingProxy::start(server.port);
+    let proxy = Proxy::start(server.port, Cut::OnDemand);
     let t = target(&format!("redis://127.0.0.1:{}", proxy.port));
     let params = FilterParams::new(100_000, 1e-6).max_shard_bytes(8192);
     let mut f = RedisFilter::open_or_create(&t, "cut", &params).unwrap();
@@ -177,7 +97,7 @@ fn a_lost_reply_changes_no_answer() {
     let mut batch: Vec<&str> = items[100..200].iter().map(String::as_str).collect();
     batch.push("u150");
     let got = f.add_many(&batch).unwrap();
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy cut once");
+    assert_eq!(proxy.drops.load(Ordering::SeqCst), 1, "the proxy cut once");
     assert!(
         got[..100].iter().all(|&n| n),
         "an item reported present after a lost reply"
@@ -203,9 +123,9 @@ fn a_lost_reply_changes_no_answer() {
         matches!(cause.kind(), ErrorKind::Unavailable { attempts: 1, .. }),
         "{e}"
     );
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 2);
+    assert_eq!(proxy.drops.load(Ordering::SeqCst), 2);
     // Lookups are retried like everything else and simply answer.
     proxy.cut_next.store(true, Ordering::SeqCst);
     assert!(f.contains_many(&items[..100]).unwrap().iter().all(|&p| p));
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 3);
+    assert_eq!(proxy.drops.load(Ordering::SeqCst), 3);
 }

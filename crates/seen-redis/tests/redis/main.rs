@@ -7,6 +7,7 @@ mod concurrency;
 mod faults;
 mod metadata;
 mod props;
+mod proxy;
 mod server;
 mod standalone;
 mod stats;

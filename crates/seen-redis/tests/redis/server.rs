@@ -57,6 +57,22 @@ impl RedisServer {
         Self::start_with(&["--save", "", "--appendonly", "no"], false)
     }
 
+    /// A standalone server that syncs its append-only file on every write:
+    /// what it acknowledged survives a `kill -9`.
+    pub fn start_aof_always() -> RedisServer {
+        Self::start_with(
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+            false,
+        )
+    }
+
     /// A server with extra configuration arguments (`--name value` pairs).
     pub fn start_with(args: &[&str], cluster: bool) -> RedisServer {
         let bin = server_binary();

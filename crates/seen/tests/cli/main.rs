@@ -5,6 +5,8 @@ mod calc;
 mod closed_output;
 mod dedup;
 mod inspect;
+#[path = "../../../seen-redis/tests/redis/proxy.rs"]
+mod proxy;
 mod redis;
 mod redis_faults;
 #[path = "../../../seen-redis/tests/redis/server.rs"]

@@ -6,125 +6,21 @@
 //! (Redis gone past the budget; a failover without --redis-wait).
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::proxy::{Cut, Proxy};
 use crate::redis_server::{Cluster, RedisServer};
 use crate::support::*;
 
-/// When the proxy drops a connection.
-#[derive(Clone, Copy)]
-enum Cut {
-    /// After passing every `n`th request on (and Redis running it), before
-    /// its reply: the fault whose outcome a client cannot know.
-    EveryNth(usize),
-    /// After passing the `n`th request on, and from then on every new
-    /// connection at once: Redis gone, as far as the client can tell.
-    GoneAfter(usize),
-}
-
-/// A TCP proxy in front of Redis that drops connections as told.
-struct Proxy {
-    port: u16,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Proxy {
-    fn start(upstream: u16, when: Cut) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let drops = Arc::new(AtomicUsize::new(0));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let gone = Arc::new(AtomicBool::new(false));
-        let count = drops.clone();
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                if gone.load(Ordering::SeqCst) {
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
-                    return;
-                };
-                let hold = Arc::new(AtomicBool::new(false));
-                {
-                    // Replies, until a drop is under way.
-                    let (mut from, mut to) =
-                        (server.try_clone().unwrap(), client.try_clone().unwrap());
-                    let hold = hold.clone();
-                    thread::spawn(move || {
-                        let mut buf = [0u8; 65536];
-                        while let Ok(n @ 1..) = from.read(&mut buf) {
-                            if hold.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                        }
-                    });
-                }
-                let (requests, gone, count) = (requests.clone(), gone.clone(), count.clone());
-                thread::spawn(move || {
-                    let (mut from, mut to) = (client, server);
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = from.read(&mut buf) {
-                        let i = requests.fetch_add(1, Ordering::SeqCst) + 1;
-                        let dropping = match when {
-                            Cut::EveryNth(n) => i % n == 0,
-                            Cut::GoneAfter(n) => i == n,
-                        };
-                        if dropping {
-                            hold.store(true, Ordering::SeqCst);
-                            if matches!(when, Cut::GoneAfter(_)) {
-                                gone.store(true, Ordering::SeqCst);
-                            }
-                        }
-                        if to.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                        if dropping {
-                            // Let Redis run the request, then drop both sides.
-                            thread::sleep(Duration::from_millis(50));
-                            count.fetch_add(1, Ordering::SeqCst);
-                            let _ = from.shutdown(Shutdown::Both);
-                            let _ = to.shutdown(Shutdown::Both);
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        Proxy { port, drops }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-fn aof_redis() -> RedisServer {
-    RedisServer::start_with(
-        &[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ],
-        false,
-    )
-}
-
-fn dedup(url: &str, file: &Path, extra: &[&str]) -> Child {
+/// `seen dedup` of `file` against filter `name` in Redis at `url`.
+fn dedup(url: &str, name: &str, file: &Path, extra: &[&str]) -> Child {
     seen()
-        .args(["dedup", "--redis", url, "--name", "crawl"])
-        .args(["--capacity", "1M", "--fpp", "1e-7", "--batch", "1000"])
+        .args(["dedup", "--redis", url, "--name", name])
+        .args(["--capacity", "10M", "--fpp", "1e-7", "--batch", "1000"])
         .args(extra)
         .arg(file)
         .stdout(Stdio::piped())
@@ -144,6 +40,18 @@ fn printed(runs: &[&Output]) -> HashMap<String, usize> {
     times
 }
 
+/// The lines in a file, and reversed in another: two workers over the same
+/// lines in different orders.
+fn both_ways(input: &[String]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let mut reversed = input.to_vec();
+    reversed.reverse();
+    let dir = tempfile::tempdir().unwrap();
+    let (fa, fb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    write_file(&fa, &joined(input));
+    write_file(&fb, &joined(&reversed));
+    (dir, fa, fb)
+}
+
 fn distinct_of(input: &[String]) -> HashSet<&String> {
     input.iter().collect()
 }
@@ -156,7 +64,9 @@ fn a_link_that_keeps_dropping_replies_changes_no_answer() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("urls.txt");
     write_file(&file, &joined(&input));
-    let o = dedup(&proxy.url(), &file, &[]).wait_with_output().unwrap();
+    let o = dedup(&proxy.url(), "crawl", &file, &[])
+        .wait_with_output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let drops = proxy.drops.load(Ordering::SeqCst);
     assert!(drops >= 5, "the proxy dropped {drops} replies");
@@ -171,17 +81,12 @@ fn a_link_that_keeps_dropping_replies_changes_no_answer() {
 
 #[test]
 fn redis_killed_and_restarted_under_two_processes_loses_and_repeats_nothing() {
-    let mut redis = aof_redis();
+    let mut redis = RedisServer::start_aof_always();
     let url = redis.url();
     let (input, distinct) = urls(400_000, 0.3, 9);
-    let mut reversed = input.clone();
-    reversed.reverse();
-    let dir = tempfile::tempdir().unwrap();
-    let (fa, fb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
-    write_file(&fa, &joined(&input));
-    write_file(&fb, &joined(&reversed));
-    let mut a = dedup(&url, &fa, &[]);
-    let mut b = dedup(&url, &fb, &[]);
+    let (_dir, fa, fb) = both_ways(&input);
+    let mut a = dedup(&url, "crawl", &fa, &[]);
+    let mut b = dedup(&url, "crawl", &fb, &[]);
     // Kill Redis once the filter holds something, mid-run.
     let mut conn = redis.conn();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -215,7 +120,7 @@ fn redis_killed_and_restarted_under_two_processes_loses_and_repeats_nothing() {
 
 #[test]
 fn redis_gone_past_the_retry_budget_then_a_rerun_loses_no_line() {
-    let redis = aof_redis();
+    let redis = RedisServer::start_aof_always();
     let (input, distinct) = urls(50_000, 0.3, 13);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("urls.txt");
@@ -223,7 +128,7 @@ fn redis_gone_past_the_retry_budget_then_a_rerun_loses_no_line() {
     // Redis disappears (as far as the client sees) right after it ran a
     // request in the middle of the run.
     let proxy = Proxy::start(redis.port, Cut::GoneAfter(20));
-    let first = dedup(&proxy.url(), &file, &["--redis-retry", "2s"])
+    let first = dedup(&proxy.url(), "crawl", &file, &["--redis-retry", "2s"])
         .wait_with_output()
         .unwrap();
     assert_eq!(first.status.code(), Some(2), "{}", stderr(&first));
@@ -243,7 +148,9 @@ fn redis_gone_past_the_retry_budget_then_a_rerun_loses_no_line() {
 
     // The same command again, Redis back: together the runs print every
     // distinct line; only the unknown ones may appear in both.
-    let rerun = dedup(&redis.url(), &file, &[]).wait_with_output().unwrap();
+    let rerun = dedup(&redis.url(), "crawl", &file, &[])
+        .wait_with_output()
+        .unwrap();
     assert!(rerun.status.success(), "{}", stderr(&rerun));
     let times = printed(&[&first, &rerun]);
     let set = distinct_of(&input);
@@ -281,24 +188,8 @@ fn master_of_shard0(cluster: &Cluster, name: &str) -> Option<usize> {
 fn failover_run(cluster: &mut Cluster, name: &str, extra: &[&str]) -> usize {
     let url = cluster.url();
     let (input, distinct) = urls(400_000, 0.3, 21);
-    let mut reversed = input.clone();
-    reversed.reverse();
-    let dir = tempfile::tempdir().unwrap();
-    let (fa, fb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
-    write_file(&fa, &joined(&input));
-    write_file(&fb, &joined(&reversed));
-    let spawn = |file: &Path| {
-        seen()
-            .args(["dedup", "--redis", &url, "--name", name])
-            .args(["--capacity", "10M", "--fpp", "1e-7", "--batch", "1000"])
-            .args(extra)
-            .arg(file)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (mut a, mut b) = (spawn(&fa), spawn(&fb));
+    let (_dir, fa, fb) = both_ways(&input);
+    let (mut a, mut b) = (dedup(&url, name, &fa, extra), dedup(&url, name, &fb, extra));
     let deadline = Instant::now() + Duration::from_secs(30);
     let victim = loop {
         if let Some(m) = master_of_shard0(cluster, name) {
