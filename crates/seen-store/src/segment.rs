@@ -56,8 +56,10 @@ pub(crate) struct Damage {
     /// past the torn end of one.
     pub(crate) valid_after: bool,
     /// Whether the damaged bytes (up to the next valid record) hold a
-    /// whole 512-byte sector of zeros, or run to the end of the file: what
-    /// losing sectors to a power loss leaves, where a flipped bit does not.
+    /// whole 512-byte sector of zeros, or zeros from the damage to the end
+    /// of its sector (a sector whose first part an earlier sync made
+    /// durable, the rest lost), or run to the end of the file: what losing
+    /// sectors to a power loss leaves, where a flipped bit does not.
     pub(crate) lost_sectors: bool,
 }
 
@@ -83,11 +85,15 @@ pub(crate) fn read_records<'a>(
                 let zero_sector = (at.next_multiple_of(SECTOR)..end.saturating_sub(SECTOR - 1))
                     .step_by(SECTOR)
                     .any(|o| bytes[o..o + SECTOR].iter().all(|&b| b == 0));
+                // A sector whose start a sync had made durable and whose
+                // later bytes were lost: zeros from the damage to its end.
+                let sector_end = at.next_multiple_of(SECTOR);
+                let lost_tail = sector_end <= end && bytes[at..sector_end].iter().all(|&b| b == 0);
                 return Ok(Some(Damage {
                     offset: at as u64,
                     what,
                     valid_after: next.is_some(),
-                    lost_sectors: next.is_none() || zero_sector,
+                    lost_sectors: next.is_none() || zero_sector || (at < sector_end && lost_tail),
                 }));
             }
         }

@@ -89,6 +89,41 @@ fn torn_tail_is_cut_off_and_everything_before_it_kept() {
     }
 }
 
+/// A power cut that loses the end of a sector whose start a sync had made
+/// durable, and keeps the next sector: zeros from a record past the sync
+/// mark to the end of its sector, then valid records. A torn tail, not
+/// corruption: everything before it is kept.
+#[test]
+fn past_the_sync_mark_a_sector_with_a_lost_end_is_a_torn_tail() {
+    let (dir, seg, mut data) = fifty_in_newest_segment(FsyncPolicy::Always);
+    let offsets = record_offsets(&data);
+    assert_eq!(offsets.len(), 51, "a create and fifty adds");
+    // A record starting inside a sector, with a record starting after
+    // that sector's end.
+    let k = (1..offsets.len())
+        .find(|&k| {
+            let end = offsets[k].next_multiple_of(512);
+            offsets[k] % 512 != 0 && offsets.iter().any(|&o| o >= end)
+        })
+        .expect("records spanning more than a sector");
+    let lost_from = offsets[k];
+    data[lost_from..lost_from.next_multiple_of(512)].fill(0);
+    std::fs::write(&seg, &data).unwrap();
+    // The mark: this segment durable up to the record before the loss.
+    let first_lsn: u64 = seg.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let mut mark = [0u8; 512];
+    mark[..8].copy_from_slice(b"SEENMARK");
+    mark[8..16].copy_from_slice(&first_lsn.to_le_bytes());
+    mark[16..24].copy_from_slice(&(lost_from as u64).to_le_bytes());
+    let crc = crc32fast::hash(&mark[..24]);
+    mark[24..28].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.path().join("log/SYNCED"), mark).unwrap();
+    // Record 0 creates the filter; record i + 1 adds item i.
+    check_acked(dir.path(), &(0..k - 1).collect::<Vec<_>>());
+    let data = std::fs::read(&seg).unwrap();
+    assert_eq!(data.len(), lost_from, "the torn tail was cut off");
+}
+
 /// The sync mark says how far a sync made the log durable: no kill and no
 /// power loss can have torn or zeroed anything below it. So after a drop
 /// (which syncs and writes the mark), the log's last record zeroed or
