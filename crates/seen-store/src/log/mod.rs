@@ -497,12 +497,15 @@ impl Log {
     /// the open, a clean close and [`Store::sync`](crate::Store::sync).
     fn write_mark(&self) -> Result<()> {
         let seg = self.lock().current.clone();
+        // The length before the sync: what a writer appends after the
+        // sync began may not be durable, and the mark must not claim it.
+        let offset = seg.len.load(Ordering::Relaxed);
         seg.file
             .sync_data()
             .map_err(|e| io_err("sync", &seg.name.path, e))?;
         self.put_mark(Mark {
             first_lsn: seg.name.first_lsn,
-            offset: seg.len.load(Ordering::Relaxed),
+            offset,
         })
     }
 
