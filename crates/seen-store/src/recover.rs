@@ -53,7 +53,8 @@ impl Recovery {
 pub(crate) struct Recovered {
     pub(crate) filters: Vec<Rebuilt>,
     pub(crate) tail: Tail,
-    /// Where the newest segment's torn tail begins, to cut it off.
+    /// Where the newest segment's good records end (a torn tail, or damage
+    /// a salvaging open skipped), to cut it off there.
     pub(crate) torn_at: Option<u64>,
     pub(crate) next_id: u64,
     /// Filters whose delete the log holds: their snapshots, if any, go at
@@ -185,11 +186,15 @@ pub(crate) fn recover(
             prev = lsn;
             replay.apply(lsn, record).map_err(bad)
         });
+        let newest = i + 1 == segments.len();
         let damage = match damage {
             Ok(d) => d,
             Err(e) => match e.kind() {
                 ErrorKind::Corrupt { offset, what, .. } if salvage.on => {
                     salvage.damaged(&seg.path, *offset, what.clone(), "the rest of the segment")?;
+                    if newest {
+                        torn_at = Some(*offset);
+                    }
                     None
                 }
                 _ => return Err(e),
@@ -209,16 +214,20 @@ pub(crate) fn recover(
             salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
         }
         let Some(d) = damage else { continue };
-        if i + 1 == segments.len() && is_torn(&d, seg, mark) {
+        if newest && is_torn(&d, seg, mark) {
             tracing::warn!(
                 "{}: a torn record at offset {} ({}); cutting the log there",
                 seg.path.display(),
                 d.offset,
                 d.what
             );
-            torn_at = Some(d.offset);
         } else {
             salvage.damaged(&seg.path, d.offset, d.what, "the rest of the segment")?;
+        }
+        // The log goes on from the newest segment's last good record: what
+        // follows it is cut off, torn or skipped by a salvaging open.
+        if newest {
+            torn_at = Some(d.offset);
         }
     }
     recovery.records = replay.records;

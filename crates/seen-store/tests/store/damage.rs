@@ -124,6 +124,29 @@ fn past_the_sync_mark_a_sector_with_a_lost_end_is_a_torn_tail() {
     assert_eq!(data.len(), lost_from, "the torn tail was cut off");
 }
 
+/// A salvaging open of a log whose newest segment is damaged from its
+/// first record on: the log goes on from there, and what is added after
+/// the open survives a reopen (the log once began a new segment under the
+/// damaged one's name, and the open's checkpoint removed it).
+#[test]
+fn adds_after_salvaging_a_newest_segment_damaged_from_its_start_survive() {
+    for fsync in [FsyncPolicy::Always, FsyncPolicy::EverySec] {
+        let (dir, seg, mut data) = fifty_in_newest_segment(fsync);
+        data[11..].fill(0);
+        std::fs::write(&seg, &data).unwrap();
+        let s = open_salvaging(dir.path());
+        s.create(b"after", &bloom()).unwrap();
+        s.add(b"after", &[b"added after the open"], None).unwrap();
+        drop(s);
+        let s = reopen(dir.path());
+        assert_eq!(
+            s.contains(b"after", &[b"added after the open"]).unwrap(),
+            Some(vec![true]),
+            "{fsync:?}"
+        );
+    }
+}
+
 /// The sync mark says how far a sync made the log durable: no kill and no
 /// power loss can have torn or zeroed anything below it. So after a drop
 /// (which syncs and writes the mark), the log's last record zeroed or
