@@ -54,7 +54,8 @@ pub(crate) struct Recovered {
     pub(crate) filters: Vec<Rebuilt>,
     pub(crate) tail: Tail,
     /// Where the newest segment's good records end (a torn tail, or damage
-    /// a salvaging open skipped), to cut it off there.
+    /// a salvaging open skipped, or a last record without all of its
+    /// padding), to set its length to: the log goes on from there.
     pub(crate) torn_at: Option<u64>,
     pub(crate) next_id: u64,
     /// Filters whose delete the log holds: their snapshots, if any, go at
@@ -213,7 +214,15 @@ pub(crate) fn recover(
             );
             salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
         }
-        let Some(d) = damage else { continue };
+        let Some(d) = damage else {
+            // Records are 8-byte aligned: a newest segment that ends inside
+            // its last record's padding is padded out, so that the next
+            // record is written where a reader looks for it.
+            if newest && bytes.len() % 8 != 0 {
+                torn_at = Some(bytes.len().next_multiple_of(8) as u64);
+            }
+            continue;
+        };
         if newest && is_torn(&d, seg, mark) {
             tracing::warn!(
                 "{}: a torn record at offset {} ({}); cutting the log there",

@@ -147,6 +147,29 @@ fn adds_after_salvaging_a_newest_segment_damaged_from_its_start_survive() {
     }
 }
 
+/// A newest segment cut inside its last record's padding: the record is
+/// whole and kept, and the log goes on at the next 8-byte boundary, where
+/// the next open reads it.
+#[test]
+fn a_segment_cut_inside_its_last_padding_keeps_the_record_and_takes_more() {
+    // (Under `no`, no sync mark holds the segment to its full length.)
+    let (dir, seg, data) = fifty_in_newest_segment(FsyncPolicy::No);
+    let last = *record_offsets(&data).last().unwrap();
+    let body = u32::from_le_bytes(data[last..last + 4].try_into().unwrap()) as usize;
+    assert_ne!((8 + body) % 8, 0, "the last record has padding");
+    std::fs::write(&seg, &data[..last + 8 + body]).unwrap();
+    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    s.create(b"after", &bloom()).unwrap();
+    s.add(b"after", &[b"added after the open"], None).unwrap();
+    drop(s);
+    check_acked(dir.path(), &(0..50).collect::<Vec<_>>());
+    let s = reopen(dir.path());
+    assert_eq!(
+        s.contains(b"after", &[b"added after the open"]).unwrap(),
+        Some(vec![true])
+    );
+}
+
 /// The sync mark says how far a sync made the log durable: no kill and no
 /// power loss can have torn or zeroed anything below it. So after a drop
 /// (which syncs and writes the mark), the log's last record zeroed or
