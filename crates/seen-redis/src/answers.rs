@@ -9,8 +9,12 @@
 //! in the shard's hash slot, so a Cluster runs the script on the node that
 //! holds the shard. The script:
 //!
-//! - if `<done>` holds another round (or nothing), empties it, records
-//!   this round in its field `round` and sets its TTL;
+//! - if `<done>` holds a later round, refuses with a `STALE` error (a
+//!   command of a connection the worker gave up on, run late: its round
+//!   was answered, and emptying `<done>` would lose the later one's
+//!   answers);
+//! - if it holds an earlier round (or nothing), empties it, records this
+//!   round in its field `round` and sets its TTL;
 //! - else if `<done>` already has the answers of this command (its field
 //!   `<command>`), returns them without touching the bits (renewing the
 //!   TTL: a write, so that a `WAIT` on the new connection covers the
@@ -33,16 +37,24 @@ use std::time::Duration;
 use crate::layout::in_shard_slot;
 
 /// How long Redis keeps a worker's last answers for a shard after the
-/// round that wrote them began: longer than any retry of that round.
+/// round that wrote them began. A round stops retrying after half of it
+/// (5 minutes), so every retry finds the answers.
 pub const ANSWERS_TTL: Duration = Duration::from_secs(600);
+
+/// How long one add round may be retried, however often replies arrive.
+pub(crate) const ROUND_RETRY_LIMIT: Duration = Duration::from_secs(300);
 
 /// The add script (Lua 5.1, as Redis runs it). `KEYS[1]` is the shard,
 /// `KEYS[2]` the worker's answers hash; `ARGV` is the round, the command's
 /// index in the round, the answers' TTL in milliseconds, then the bit
 /// offsets.
-pub(crate) const ADD_SCRIPT: &str = r#"
+pub const ADD_SCRIPT: &str = r#"
 local done = KEYS[2]
-if redis.call('HGET', done, 'round') ~= ARGV[1] then
+local round = tonumber(ARGV[1])
+local stored = tonumber(redis.call('HGET', done, 'round'))
+if stored and stored > round then
+  return redis.error_reply('STALE a later round of this worker has begun')
+elseif stored ~= round then
   redis.call('DEL', done)
   redis.call('HSET', done, 'round', ARGV[1])
   redis.call('PEXPIRE', done, ARGV[3])

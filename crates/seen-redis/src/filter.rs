@@ -6,7 +6,7 @@ use redis::Cmd;
 use seen_core::sizing::{self, BLOCK_USABLE_BITS};
 use seen_core::{HashAlgorithm, ItemHash};
 
-use crate::answers::{add_script_sha, done_key, worker_id, ANSWERS_TTL};
+use crate::answers::{add_script_sha, done_key, worker_id, ANSWERS_TTL, ROUND_RETRY_LIMIT};
 use crate::error::{lossy, Answer, ErrorKind, Result};
 use crate::layout::{check_name, Keys, Plan};
 use crate::link::{Batch, Link, Progress, RetryPolicy, WaitFor};
@@ -449,8 +449,14 @@ impl RedisFilter {
         };
         let mut batch = self.link.batch();
         let parts = located.commands(&mut batch, &self.keys.shards, Some(&round));
+        // Retries stop while the answers they need are still recorded, and
+        // before the filter expires.
+        let mut deadline = Instant::now() + ROUND_RETRY_LIMIT;
+        if let Some(ms) = ttl {
+            deadline = deadline.min(Instant::now() + Duration::from_millis(ms));
+        }
         let mut progress = Progress::default();
-        let result = self.link.run_into(&batch, &mut progress);
+        let result = self.link.run_into(&batch, &mut progress, Some(deadline));
         if !progress.sent {
             answers.fill(Answer::NotSent);
         }

@@ -78,8 +78,8 @@
 //! [`RedisFilter::add_many`] sends, per shard, one
 //! `BITFIELD key SET u1 off 1 SET u1 off 1 ...` holding all the bits of
 //! several items (each item's bits in one command, in input order, at most
-//! 512 bit operations per command), and the commands for all shards in one
-//! pipeline. On a standalone server the commands are encoded straight into
+//! 512 bit operations per command; each run inside the add script, see
+//! Faults), and the commands for all shards in one pipeline. On a standalone server the commands are encoded straight into
 //! RESP and streamed: up to 128 KiB of them are in flight while replies are
 //! read, so Redis runs one command while the client parses the reply to the
 //! one before. (The Cluster client sends each node its part before reading
@@ -94,8 +94,13 @@
 //! Lost connections, refused connections, restarts (`LOADING`) and Cluster
 //! changes (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`,
 //! `READONLY`) are retried with doubling backoff within a [`RetryPolicy`]
-//! (default: 30 s of one outage: any reply starts the budget again), on a
-//! fresh connection (for a Cluster, a fresh slot map). Retries are decided
+//! (default: 30 s of one outage; on a standalone server without
+//! [`RedisFilter::wait_for_replicas`], any reply starts the budget again,
+//! elsewhere a batch that succeeds does), on a fresh connection (for a
+//! Cluster, a fresh slot map). An add round stops retrying, its unanswered
+//! items unknown, once half of [`ANSWERS_TTL`] has passed since it began or
+//! the filter's TTL runs out, so that every retry still finds the answers
+//! recorded before it. Retries are decided
 //! by error kind, and made here rather than by the `redis` crate's Cluster
 //! client.
 //!
@@ -116,13 +121,13 @@
 //! | a reply lost (connection dropped, timeout) | exact: the retry gets the recorded answers |
 //! | Redis restarted, with `appendonly yes` and `appendfsync always` | exact: bits and answers come back together from the AOF |
 //! | Redis restarted with weaker persistence (`everysec`, RDB only) | what Redis lost is lost: the items of the lost writes are reported new again later, and bits lost under items other clients were told about are false negatives |
-//! | Cluster failover, [`RedisFilter::wait_for_replicas`] 1 or more | exact: an answered write is on a replica before it is answered |
+//! | Cluster failover, [`RedisFilter::wait_for_replicas`] 1 or more | exact: an answered write is on a replica before it is answered (`WAIT` asks every master, so every master needs that many replicas, or every add waits out the retry budget) |
 //! | Cluster failover without waiting | writes the master answered but had not yet sent to its replica are lost with it: their items are reported new again later (a duplicate, never a loss) |
-//! | Redis down longer than the retry budget | [`ErrorKind::Incomplete`]: per item new, present, unknown or not sent; unknown items may be in the filter already, so report them new (`seen dedup` prints them and exits 2) |
+//! | Redis down longer than the retry budget (or a round retried for 5 minutes) | [`ErrorKind::Incomplete`]: per item new, present, unknown or not sent; unknown items may be in the filter already, so report them new (`seen dedup` prints them and exits 2) |
 //!
 //! Lookups are read-only and always safe to retry.
 //!
-//! //! # Metadata and versions
+//! # Metadata and versions
 //!
 //! The metadata key is written once, with `SET ... NX`, by whichever client
 //! creates the filter, and read by every client that opens it: magic,
@@ -170,7 +175,7 @@ mod params;
 mod reply;
 mod target;
 
-pub use answers::{done_key, ANSWERS_TTL};
+pub use answers::{done_key, ADD_SCRIPT, ANSWERS_TTL};
 pub use error::{Answer, Error, ErrorKind, Result};
 pub use filter::{RedisFilter, RedisFilterInfo};
 pub use layout::{

@@ -345,11 +345,21 @@ impl Budget {
         }
     }
 
-    /// Counts a failed attempt: waits before the next one, or gives up.
-    fn spend(&mut self, policy: &RetryPolicy, failure: Failure) -> Result<()> {
+    /// Counts a failed attempt: waits before the next one, or gives up
+    /// (also when the wait would end past `deadline`).
+    fn spend(
+        &mut self,
+        policy: &RetryPolicy,
+        deadline: Option<Instant>,
+        failure: Failure,
+    ) -> Result<()> {
         self.attempts += 1;
         let elapsed = self.start.elapsed();
-        if self.attempts >= policy.max_attempts || elapsed + self.backoff > policy.max_elapsed {
+        let late = deadline.is_some_and(|d| Instant::now() + self.backoff >= d);
+        if self.attempts >= policy.max_attempts
+            || elapsed + self.backoff > policy.max_elapsed
+            || late
+        {
             return Err(ErrorKind::Unavailable {
                 attempts: self.attempts,
                 elapsed,
@@ -432,7 +442,7 @@ impl Link {
     /// command order, one per command.
     pub(crate) fn run(&mut self, batch: &Batch) -> Result<Vec<Value>> {
         let mut progress = Progress::default();
-        self.run_into(batch, &mut progress)?;
+        self.run_into(batch, &mut progress, None)?;
         Ok(progress.values)
     }
 
@@ -443,8 +453,14 @@ impl Link {
     /// under [`WaitFor`], is retried whole: a `WAIT` on a fresh connection
     /// would not cover the writes of the one that broke.) Every command
     /// sent must therefore be safe to run twice. On `Err`, `values` holds
-    /// the replies of a prefix of the commands: those certainly ran.
-    pub(crate) fn run_into(&mut self, batch: &Batch, progress: &mut Progress) -> Result<()> {
+    /// the replies of a prefix of the commands: those certainly ran. No
+    /// retry begins after `deadline`, however often replies arrive.
+    pub(crate) fn run_into(
+        &mut self,
+        batch: &Batch,
+        progress: &mut Progress,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let values = &mut progress.values;
         values.clear();
         if batch.is_empty() {
@@ -472,7 +488,7 @@ impl Link {
             if values.len() > before {
                 budget = Budget::new(&self.policy);
             }
-            budget.spend(&self.policy, failure)?;
+            budget.spend(&self.policy, deadline, failure)?;
         }
     }
 
@@ -502,7 +518,16 @@ impl Link {
         *sent = true;
         match (conn, &batch.pipe) {
             (Conn::Single(c), Pipe::Single { buf, ends }) => {
-                stream(c, buf, ends, values).map_err(|e| Failure::new(e, true))?
+                if let Err(e) = stream(c, buf, ends, values) {
+                    // Kept: the replies before the first error reply.
+                    let first_error = values[start..]
+                        .iter()
+                        .position(|v| matches!(v, Value::ServerError(_)));
+                    if let Some(i) = first_error {
+                        values.truncate(start + i);
+                    }
+                    return Err(Failure::new(e, true));
+                }
             }
             (Conn::Cluster(c), Pipe::Cluster(p)) => values.extend(
                 p.query::<Vec<Value>>(c)

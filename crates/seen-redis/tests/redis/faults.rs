@@ -129,3 +129,44 @@ fn a_lost_reply_changes_no_answer() {
     assert!(f.contains_many(&items[..100]).unwrap().iter().all(|&p| p));
     assert_eq!(proxy.drops.load(Ordering::SeqCst), 3);
 }
+
+/// A command of an earlier round run late (a connection the worker gave up
+/// on, its requests still queued) is refused and leaves the worker's
+/// recorded answers alone.
+#[test]
+fn a_late_command_of_an_earlier_round_is_refused() {
+    let server = RedisServer::start();
+    let t = target(&server.url());
+    let params = FilterParams::new(10_000, 0.01);
+    let mut f = RedisFilter::open_or_create(&t, "late", &params).unwrap();
+    f.add_many(&["a", "b"]).unwrap();
+    f.add_many(&["c", "d"]).unwrap();
+    let mut conn = server.conn();
+    let done: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("seen:{late:0}:done:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(done.len(), 1, "one worker, one shard");
+    let before: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(&done[0])
+        .query(&mut conn)
+        .unwrap();
+    assert!(before.contains(&("round".into(), "2".into())), "{before:?}");
+    let e = redis::cmd("EVAL")
+        .arg(seen_redis::ADD_SCRIPT)
+        .arg(2)
+        .arg(seen_redis::shard_key(b"late", 0))
+        .arg(&done[0])
+        .arg(1)
+        .arg(0)
+        .arg(600_000)
+        .arg(7)
+        .query::<redis::Value>(&mut conn)
+        .unwrap_err();
+    assert!(e.to_string().contains("STALE"), "{e}");
+    let after: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(&done[0])
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(before, after);
+}

@@ -110,7 +110,9 @@ fn incomplete(err: seen_redis::Error, out: &mut Vec<bool>) -> Result<Option<Inco
     use seen_redis::{Answer, ErrorKind};
     let (answers, cause) = match err.into_kind() {
         ErrorKind::Incomplete { answers, cause } => (answers, *cause),
-        other => bail!("redis: {}", seen_redis::Error::from(other)),
+        // Nothing of this piece was sent: the pieces before it keep their
+        // answers, and their new lines are printed.
+        other => (Vec::new(), seen_redis::Error::from(other)),
     };
     let mut unknown = 0;
     for a in answers {

@@ -119,9 +119,9 @@ pub(crate) struct DedupArgs {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
 
-    /// With --redis: how long one outage of Redis may last (no reply at
-    /// all) before the run gives up with exit 2; any reply starts the
-    /// count again.
+    /// With --redis: how long one outage of Redis may last before the run
+    /// gives up with exit 2 (a batch that gets through starts the count
+    /// again; a batch is given up after 5 minutes of retries in any case).
     #[arg(long, value_name = "DURATION", default_value = "30s", requires = "redis",
           value_parser = parse_duration)]
     redis_retry: Duration,
@@ -403,7 +403,7 @@ impl<W: Write> RunCtx<'_, W> {
         if let Some(stop) = stopped {
             written(self.out.flush())?;
             bail!(
-                "redis: {}; {} line(s) whose add has an unknown outcome were printed as new",
+                "redis: {}; {} line(s) whose add has an unknown outcome were taken as new",
                 stop.cause,
                 stop.unknown
             );

@@ -136,7 +136,7 @@ fn redis_gone_past_the_retry_budget_then_a_rerun_loses_no_line() {
     let unknown: usize = err
         .split("; ")
         .find_map(|part| {
-            part.strip_suffix(" line(s) whose add has an unknown outcome were printed as new\n")
+            part.strip_suffix(" line(s) whose add has an unknown outcome were taken as new\n")
         })
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count of unknown lines in: {err}"));
