@@ -163,7 +163,19 @@ pub(crate) fn recover(
     let mark = Mark::read(fs, log_dir);
     let mut last_lsn = replay.max_snap_lsn();
     let mut torn_at = None;
+    // The last lsn of the segment before, and where it ended.
+    let mut before: Option<(u64, u64)> = None;
     for (i, seg) in segments.iter().enumerate() {
+        // Each segment begins right after the last record of the one
+        // before (or earlier: a segment made by a roll that failed, never
+        // used); a gap is records lost from that one's end.
+        if let Some((last, end)) = before.filter(|&(last, _)| last + 1 < seg.first_lsn) {
+            let what = format!(
+                "the segment ends at lsn {last}, and the next begins at lsn {}",
+                seg.first_lsn
+            );
+            salvage.damaged(&segments[i - 1].path, end, what, "nothing")?;
+        }
         let file = fs
             .open_read(&seg.path)
             .map_err(|e| io_err("open", &seg.path, e))?;
@@ -188,6 +200,8 @@ pub(crate) fn recover(
             replay.apply(lsn, record).map_err(bad)
         });
         let newest = i + 1 == segments.len();
+        let whole = matches!(damage, Ok(None)) && bytes.len() % 8 == 0;
+        before = (whole && prev > 0).then_some((prev, bytes.len() as u64));
         let damage = match damage {
             Ok(d) => d,
             Err(e) => match e.kind() {
@@ -217,9 +231,15 @@ pub(crate) fn recover(
         let Some(d) = damage else {
             // Records are 8-byte aligned: a newest segment that ends inside
             // its last record's padding is padded out, so that the next
-            // record is written where a reader looks for it.
-            if newest && bytes.len() % 8 != 0 {
-                torn_at = Some(bytes.len().next_multiple_of(8) as u64);
+            // record is written where a reader looks for it; an older one
+            // was whole when the log moved on, and has lost its end.
+            if bytes.len() % 8 != 0 {
+                if newest {
+                    torn_at = Some(bytes.len().next_multiple_of(8) as u64);
+                } else {
+                    let what = "the segment ends inside a record's padding".to_string();
+                    salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
+                }
             }
             continue;
         };

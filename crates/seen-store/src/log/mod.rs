@@ -313,15 +313,23 @@ impl Log {
         let mut batch = std::mem::replace(&mut st.pending, fresh);
         let lsns = st.pending_first..=st.next_lsn - 1;
         let callers = std::mem::take(&mut st.pending_callers);
-        let (seg, poisoned) = (st.current.clone(), st.poisoned.is_some());
+        let (seg, poisoned, written_before) =
+            (st.current.clone(), st.poisoned.is_some(), st.written);
         drop(st);
         let _unwind = Unwind(self, |st| st.writing = false);
         let failed = append(&seg, &batch);
         // An empty segment is not left for another: the new one would have
-        // its name.
+        // its name. The next segment begins right after the last record
+        // written (a failed batch's records are not), so that a reader can
+        // tell a segment that lost its end from one that ended there.
         let len = seg.len.load(Ordering::Relaxed);
+        let last_written = if failed.is_none() {
+            *lsns.end()
+        } else {
+            written_before
+        };
         let next = (len > 0 && (roll || (len >= self.segment_size && failed.is_none())))
-            .then(|| self.next_segment(&seg, lsns.end() + 1, poisoned));
+            .then(|| self.next_segment(&seg, last_written + 1, poisoned));
         let mut st = self.lock();
         match failed {
             None => {

@@ -236,6 +236,44 @@ fn a_damaged_end_of_a_segment_before_the_newest_is_corruption() {
     assert_eq!(found, [true, true]);
 }
 
+/// An older segment that lost its end, cut at a record's end or inside its
+/// padding: the records left are whole, but the segment was whole when the
+/// log moved on, and the next one begins after its last record: corruption
+/// at the cut.
+#[test]
+fn an_older_segment_that_lost_its_end_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let opts = StoreOptions {
+            fsync: FsyncPolicy::EverySec,
+            segment_size: 4 << 10,
+            ..Default::default()
+        };
+        let s = Store::open(dir.path(), opts).unwrap();
+        s.create(b"f", &bloom()).unwrap();
+        for i in 0..400 {
+            s.add(b"f", &[&item(i)], None).unwrap();
+        }
+    }
+    let segs = segments(dir.path());
+    let seg = &segs[1];
+    let data = std::fs::read(seg).unwrap();
+    let offsets = record_offsets(&data);
+    let last = offsets[offsets.len() - 2];
+    let body = u32::from_le_bytes(data[last..last + 4].try_into().unwrap()) as usize;
+    assert_ne!((8 + body) % 8, 0, "the record has padding");
+    for cut in [last, last + 8 + body] {
+        std::fs::write(seg, &data[..cut]).unwrap();
+        let e = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+        match e.kind() {
+            ErrorKind::Corrupt { path, offset, .. } => {
+                assert_eq!((path, *offset), (seg, cut as u64), "{e}")
+            }
+            other => panic!("cut at {cut}: expected corruption, got {other}"),
+        }
+    }
+}
+
 /// The snapshots of `dir`, in order.
 fn snap_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots"))
