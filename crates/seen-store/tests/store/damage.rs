@@ -205,19 +205,7 @@ fn below_the_sync_mark_a_damaged_end_of_the_log_is_corruption() {
 /// one is corruption, whatever follows it.
 #[test]
 fn a_damaged_end_of_a_segment_before_the_newest_is_corruption() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let opts = StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 4 << 10,
-            ..Default::default()
-        };
-        let s = Store::open(dir.path(), opts).unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        for i in 0..400 {
-            s.add(b"f", &[&item(i)], None).unwrap();
-        }
-    }
+    let dir = four_hundred_in_small_segments();
     let segs = segments(dir.path());
     assert!(segs.len() > 3, "{segs:?}");
     let seg = &segs[1];
@@ -236,25 +224,30 @@ fn a_damaged_end_of_a_segment_before_the_newest_is_corruption() {
     assert_eq!(found, [true, true]);
 }
 
+/// A store holding items 0 to 399 of filter `f`, one add each, in log
+/// segments of 4 KiB, dropped.
+fn four_hundred_in_small_segments() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        fsync: FsyncPolicy::EverySec,
+        segment_size: 4 << 10,
+        ..Default::default()
+    };
+    let s = Store::open(dir.path(), opts).unwrap();
+    s.create(b"f", &bloom()).unwrap();
+    for i in 0..400 {
+        s.add(b"f", &[&item(i)], None).unwrap();
+    }
+    dir
+}
+
 /// An older segment that lost its end, cut at a record's end or inside its
 /// padding: the records left are whole, but the segment was whole when the
 /// log moved on, and the next one begins after its last record: corruption
 /// at the cut.
 #[test]
 fn an_older_segment_that_lost_its_end_is_corruption() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let opts = StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 4 << 10,
-            ..Default::default()
-        };
-        let s = Store::open(dir.path(), opts).unwrap();
-        s.create(b"f", &bloom()).unwrap();
-        for i in 0..400 {
-            s.add(b"f", &[&item(i)], None).unwrap();
-        }
-    }
+    let dir = four_hundred_in_small_segments();
     let segs = segments(dir.path());
     let seg = &segs[1];
     let data = std::fs::read(seg).unwrap();
