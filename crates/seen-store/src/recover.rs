@@ -205,58 +205,27 @@ pub(crate) fn recover(
         let damage = match damage {
             Ok(d) => d,
             Err(e) => match e.kind() {
-                ErrorKind::Corrupt { offset, what, .. } if salvage.on => {
-                    salvage.damaged(&seg.path, *offset, what.clone(), "the rest of the segment")?;
-                    if newest {
-                        torn_at = Some(*offset);
-                    }
-                    None
-                }
+                // A record that parses but does not replay: damage no kill
+                // or power loss leaves (valid records follow it).
+                ErrorKind::Corrupt { offset, what, .. } if salvage.on => Some(Damage {
+                    offset: *offset,
+                    what: what.clone(),
+                    valid_after: true,
+                    lost_sectors: false,
+                }),
                 _ => return Err(e),
             },
         };
         last_lsn = last_lsn.max(prev);
         recovery.log_bytes += damage.as_ref().map_or(bytes.len() as u64, |d| d.offset);
-        // A segment shorter than a sync made it lost records no kill or
-        // power loss takes.
-        if let Some(m) =
-            mark.filter(|m| m.first_lsn == seg.first_lsn && m.offset > bytes.len() as u64)
-        {
-            let what = format!(
-                "the segment ends before the {} bytes a sync made durable",
-                m.offset
-            );
-            salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
-        }
-        let Some(d) = damage else {
-            // Records are 8-byte aligned: a newest segment that ends inside
-            // its last record's padding is padded out, so that the next
-            // record is written where a reader looks for it; an older one
-            // was whole when the log moved on, and has lost its end.
-            if bytes.len() % 8 != 0 {
-                if newest {
-                    torn_at = Some(bytes.len().next_multiple_of(8) as u64);
-                } else {
-                    let what = "the segment ends inside a record's padding".to_string();
-                    salvage.damaged(&seg.path, bytes.len() as u64, what, "nothing")?;
-                }
-            }
-            continue;
+        let end = SegmentEnd {
+            seg,
+            len: bytes.len() as u64,
+            newest,
+            mark,
         };
-        if newest && is_torn(&d, seg, mark) {
-            tracing::warn!(
-                "{}: a torn record at offset {} ({}); cutting the log there",
-                seg.path.display(),
-                d.offset,
-                d.what
-            );
-        } else {
-            salvage.damaged(&seg.path, d.offset, d.what, "the rest of the segment")?;
-        }
-        // The log goes on from the newest segment's last good record: what
-        // follows it is cut off, torn or skipped by a salvaging open.
-        if newest {
-            torn_at = Some(d.offset);
+        if let Some(cut) = end.check(damage, salvage)? {
+            torn_at = Some(cut);
         }
     }
     recovery.records = replay.records;
@@ -279,6 +248,65 @@ pub(crate) fn recover(
         deleted,
         recovery,
     })
+}
+
+/// How a segment's records end, as recovery found it.
+struct SegmentEnd<'a> {
+    seg: &'a SegmentFile,
+    len: u64,
+    newest: bool,
+    mark: Option<Mark>,
+}
+
+impl SegmentEnd<'_> {
+    /// Checks the end of the segment's records (`damage`: where they stop
+    /// short of its end) and returns, for the newest segment, the length
+    /// to set it to before the log goes on: a torn tail and what a
+    /// salvaging open skipped are cut off, a last record short of its
+    /// padding is padded out. Anything a kill or a power loss cannot leave
+    /// is corruption (skipped, with a warning, by a salvaging open).
+    fn check(&self, damage: Option<Damage>, salvage: &Salvage) -> Result<Option<u64>> {
+        let path = &self.seg.path;
+        // A segment shorter than a sync made it lost records no kill or
+        // power loss takes.
+        if let Some(m) = self
+            .mark
+            .filter(|m| m.first_lsn == self.seg.first_lsn && m.offset > self.len)
+        {
+            let what = format!(
+                "the segment ends before the {} bytes a sync made durable",
+                m.offset
+            );
+            salvage.damaged(path, self.len, what, "nothing")?;
+        }
+        let Some(d) = damage else {
+            // Records are 8-byte aligned: a newest segment that ends inside
+            // its last record's padding is padded out, so that the next
+            // record is written where a reader looks for it; an older one
+            // was whole when the log moved on, and has lost its end.
+            if self.len.is_multiple_of(8) {
+                return Ok(None);
+            }
+            if self.newest {
+                return Ok(Some(self.len.next_multiple_of(8)));
+            }
+            let what = "the segment ends inside a record's padding".to_string();
+            salvage.damaged(path, self.len, what, "nothing")?;
+            return Ok(None);
+        };
+        if self.newest && is_torn(&d, self.seg, self.mark) {
+            tracing::warn!(
+                "{}: a torn record at offset {} ({}); cutting the log there",
+                path.display(),
+                d.offset,
+                d.what
+            );
+        } else {
+            salvage.damaged(path, d.offset, d.what, "the rest of the segment")?;
+        }
+        // The log goes on from the newest segment's last good record.
+        Ok(self.newest.then_some(d.offset))
+    }
 }
 
 /// Whether damage in the newest segment is what a kill or a power loss
