@@ -461,15 +461,14 @@ impl Link {
         progress: &mut Progress,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let values = &mut progress.values;
-        values.clear();
+        progress.values.clear();
         if batch.is_empty() {
             return Ok(());
         }
         let mut budget = Budget::new(&self.policy);
         loop {
-            let before = values.len();
-            let failure = match self.attempt(batch, values, &mut progress.sent) {
+            let before = progress.values.len();
+            let failure = match self.attempt(batch, progress) {
                 Ok(()) => return Ok(()),
                 Err(f) => f,
             };
@@ -483,9 +482,9 @@ impl Link {
             // slot map.
             self.conn = None;
             if self.wait.is_some() || matches!(batch.pipe, Pipe::Cluster(_)) {
-                values.clear();
+                progress.values.clear();
             }
-            if values.len() > before {
+            if progress.values.len() > before {
                 budget = Budget::new(&self.policy);
             }
             budget.spend(&self.policy, deadline, failure)?;
@@ -494,28 +493,20 @@ impl Link {
 
     /// One attempt: connect, load the script if needed, send what has no
     /// reply yet, then `WAIT` if asked.
-    fn attempt(
-        &mut self,
-        batch: &Batch,
-        values: &mut Vec<Value>,
-        sent: &mut bool,
-    ) -> Result<(), Failure> {
-        let load = self.load_script;
-        let wait = self.wait;
-        let conn = self.connect().map_err(|e| Failure::new(e, false))?;
-        if load {
+    fn attempt(&mut self, batch: &Batch, progress: &mut Progress) -> Result<(), Failure> {
+        if self.load_script {
             let mut c = redis::cmd("SCRIPT");
             c.arg("LOAD").arg(ADD_SCRIPT);
-            let loaded = match conn {
-                Conn::Single(c1) => c.query::<Value>(c1),
-                Conn::Cluster(c1) => c.query::<Value>(&mut **c1),
-            };
-            loaded.map_err(|e| Failure::new(e, false))?;
+            self.query::<Value>(&c)
+                .map_err(|e| Failure::new(e, false))?;
             self.load_script = false;
+        } else {
+            self.connect().map_err(|e| Failure::new(e, false))?;
         }
         let conn = self.conn.as_mut().expect("connected above");
+        let values = &mut progress.values;
         let start = values.len();
-        *sent = true;
+        progress.sent = true;
         match (conn, &batch.pipe) {
             (Conn::Single(c), Pipe::Single { buf, ends }) => {
                 if let Err(e) = stream(c, buf, ends, values) {
@@ -554,14 +545,10 @@ impl Link {
             values.truncate(first);
             return Err(Failure::Server(errors));
         }
-        if let Some(w) = wait {
+        if let Some(w) = self.wait {
             let mut c = redis::cmd("WAIT");
             c.arg(w.replicas).arg(w.timeout.as_millis() as u64);
-            let acked = match self.conn.as_mut().expect("connected above") {
-                Conn::Single(c1) => c.query::<i64>(c1),
-                Conn::Cluster(c1) => c.query::<i64>(&mut **c1),
-            }
-            .map_err(|e| Failure::new(e, true))?;
+            let acked = self.query::<i64>(&c).map_err(|e| Failure::new(e, true))?;
             if acked < i64::from(w.replicas) {
                 return Err(Failure::Replicas {
                     acked,
@@ -570,6 +557,16 @@ impl Link {
             }
         }
         Ok(())
+    }
+
+    /// One command outside a batch, on the connection (made if there is
+    /// none); a Cluster routes it as the `redis` crate does (`SCRIPT LOAD`
+    /// to every node, `WAIT` to every master).
+    fn query<T: redis::FromRedisValue>(&mut self, cmd: &Cmd) -> redis::RedisResult<T> {
+        match self.connect()? {
+            Conn::Single(c) => cmd.query(c),
+            Conn::Cluster(c) => cmd.query(&mut **c),
+        }
     }
 }
 
