@@ -62,6 +62,7 @@ mod request_parser;
 pub use command_name::{lowercase_name, name_eq, name_is_prefix};
 pub use error::{ErrorKind, ProtocolError};
 pub use limits::Limits;
+pub use number::{put_g, string2ll};
 pub use reply::{Protocol, Reply};
 pub use reply_parser::{parse_reply, MAX_REPLY_DEPTH};
 pub use request::{encode_request, Request};

@@ -11,7 +11,7 @@ const LONG_STR_SIZE: usize = 21;
 /// Parses an integer exactly as Redis's `string2ll` does: optional `-`, no
 /// `+`, no leading zeros (except `0` itself), no spaces, no `-0`, and at
 /// most 20 characters.
-pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() >= LONG_STR_SIZE {
         return None;
     }
@@ -66,13 +66,21 @@ pub(crate) fn parse_reply_int(s: &[u8]) -> Option<i64> {
 }
 
 /// Appends `value` as C's `printf("%.17g")` prints it (as Redis 7.0 replies
-/// doubles), with `inf`, `-inf`, `nan` and `-nan` spelled as glibc does.
+/// doubles).
+pub(crate) fn put_double<B: BufMut>(out: &mut B, value: f64) {
+    put_g(out, value, 17);
+}
+
+/// Appends `value` as C's `printf("%.<precision>g")` prints it (`%g` is a
+/// precision of 6), with `inf`, `-inf`, `nan` and `-nan` spelled as glibc
+/// does. `precision` is taken in 1..=17.
 ///
 /// Rust's `{:e}` with a precision is correctly rounded, like glibc, so the
-/// 17 significant digits are taken from it and laid out by `%g`'s rules:
-/// exponent form when the exponent is below -4 or at least 17, trailing
-/// zeros dropped.
-pub(crate) fn put_double<B: BufMut>(out: &mut B, value: f64) {
+/// significant digits are taken from it and laid out by `%g`'s rules:
+/// exponent form when the exponent is below -4 or at least the precision,
+/// trailing zeros dropped.
+pub fn put_g<B: BufMut>(out: &mut B, value: f64, precision: usize) {
+    let precision = precision.clamp(1, 17);
     if value.is_sign_negative() {
         out.put_u8(b'-');
     }
@@ -94,7 +102,7 @@ pub(crate) fn put_double<B: BufMut>(out: &mut B, value: f64) {
         let mut cursor = &mut text[..];
         let room = cursor.len();
         // Cannot fail: the buffer is larger than any such rendering.
-        let _ = write!(cursor, "{:.16e}", value.abs());
+        let _ = write!(cursor, "{:.*e}", precision - 1, value.abs());
         room - cursor.len()
     };
     let text = &text[..len];
@@ -116,7 +124,7 @@ pub(crate) fn put_double<B: BufMut>(out: &mut B, value: f64) {
     }
     let digits = &digits[..n];
 
-    if !(-4..17).contains(&exponent) {
+    if !(-4..precision as i32).contains(&exponent) {
         out.put_u8(digits[0]);
         if digits.len() > 1 {
             out.put_u8(b'.');

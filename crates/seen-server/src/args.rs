@@ -4,34 +4,7 @@
 /// Redis's `string2ll`: an optional `-`, then digits without leading zeros
 /// (`0` itself is fine), nothing else, within `i64`.
 pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            return None;
-        }
-        Some((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
+    seen_resp::string2ll(s)
 }
 
 /// Redis's `string2d` / `RedisModule_StringToDouble`: the whole string is a

@@ -70,26 +70,9 @@ fn link_line(l: &LinkInfo, layout: Layout) -> String {
 /// `x` as C's `printf("%g")` prints it: 6 significant digits, trailing
 /// zeros dropped, in exponent form (`1e-05`) below 1e-4 or from 1e6 on.
 fn c_g(x: f64) -> String {
-    const DIGITS: i32 = 6;
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    // The exponent after rounding to 6 digits, as `%e` would print it.
-    let e_form = format!("{:.*e}", (DIGITS - 1) as usize, x);
-    let (mantissa, exp) = e_form.split_once('e').expect("an exponent");
-    let exp: i32 = exp.parse().expect("a number");
-    let trim = |s: &str| -> String {
-        match s.contains('.') {
-            true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
-            false => s.to_string(),
-        }
-    };
-    if (-4..DIGITS).contains(&exp) {
-        trim(&format!("{:.*}", (DIGITS - 1 - exp) as usize, x))
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
-    }
+    let mut out = Vec::new();
+    seen_resp::put_g(&mut out, x, 6);
+    String::from_utf8(out).expect("printf digits are ASCII")
 }
 
 #[cfg(test)]
