@@ -103,7 +103,7 @@ fn past_the_sync_mark_a_sector_with_a_lost_end_is_a_torn_tail() {
     let k = (1..offsets.len())
         .find(|&k| {
             let end = offsets[k].next_multiple_of(512);
-            offsets[k] % 512 != 0 && offsets.iter().any(|&o| o >= end)
+            !offsets[k].is_multiple_of(512) && offsets.iter().any(|&o| o >= end)
         })
         .expect("records spanning more than a sector");
     let lost_from = offsets[k];
