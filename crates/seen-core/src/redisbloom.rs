@@ -360,10 +360,10 @@ mod tests {
 
     #[test]
     fn a_link_must_dump_as_it_loaded() {
-        // Found by the redis_dump fuzz target: a header whose error rate
-        // was edited (its bits per entry and hash count left) was taken,
-        // then dumped with the bits per entry of the new rate, a header
-        // that no longer loaded. RedisBloom writes both from the rate.
+        // A header whose error rate was edited (its bits per entry and hash
+        // count left) must be refused: taken, it would dump with the bits
+        // per entry of the new rate, a header that does not load.
+        // RedisBloom writes both from the rate.
         let f = ScalableBloomFilter::builder(8, 0.01)
             .layout(Layout::Classic)
             .build()

@@ -129,8 +129,8 @@ pub fn classic_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
         // The search stops at 2^40 bits an item (1.1e12 bits for one
         // item, more than any memory): towards 2^53 bits an item
         // `1 - exp(-k n / M)` rounds to 0 in `f64`, and so the rate, and a
-        // size found there would be the rounding's (one item at 1e-300 got
-        // 2^54 bits, 2 PiB, until 2026-11-28). Only rates near the floor's
+        // size found there would be the rounding's (one item at 1e-300
+        // would get 2^54 bits, 2 PiB). Only rates near the floor's
         // `3 n / M^2` get this far.
         if hi / (1 << 40) >= capacity {
             return Err(too_large().into());
@@ -275,11 +275,10 @@ fn blocked_fpp_with(blocks: u64, usable: u64, hashes: u32, items: u64) -> f64 {
     // the gap grows with the items (1 - 2.8e-6 at 1.74e9). So a rate near
     // 1, the nearer the smaller the capacity, may size otherwise than the
     // sum alone would: an error, or more blocks, where the sum allowed
-    // fewer (a review found (1,297,463,378, 0.9999995) and (50,625,000,
+    // fewer (e.g. (1,297,463,378, 0.9999995) and (50,625,000,
     // 0.999999995), one block by the sum). The definition is part of the
-    // format (docs/FORMAT.md section 3). Without a bound, past
-    // 2^53 items a block `j += 1.0` no longer moves `j` and the sum never
-    // ended (found by review, session 26).
+    // format (docs/FORMAT.md section 3). The bound also ends the sum: past
+    // 2^53 items a block `j += 1.0` would not move `j`.
     if lambda >= FULL_BLOCK_ITEMS {
         return 1.0;
     }
@@ -373,9 +372,8 @@ fn blocked_size_with(capacity: u64, error_rate: f64, usable: u64) -> Result<(u64
     let ideal_bits = capacity as f64 * -error_rate.ln() / LN2_SQUARED;
     let ideal_k = (LN2 * ideal_bits / capacity as f64).round().max(1.0) as u32;
     let mut best: Option<(u64, u32)> = None;
-    // At rates below about 2^-51 (`ideal_k` past 51) the range was empty,
-    // and every such rate an error, though 48 hashes reach any rate with
-    // enough blocks (until 2026-11-28): it holds 48 at least.
+    // At rates below about 2^-51 `ideal_k` passes 51; the range still holds
+    // 48 at least, since 48 hashes reach any rate with enough blocks.
     let k_lo = ideal_k.saturating_sub(3).clamp(1, MAX_BLOCKED_HASHES);
     let k_hi = (ideal_k + 6).min(MAX_BLOCKED_HASHES);
     for k in k_lo..=k_hi {

@@ -83,9 +83,9 @@ impl Default for Config {
     }
 }
 
-/// The default of [`Config::save_log_size`]: 1 GiB, which a restart
-/// replays in about 3 to 6 seconds (BENCHMARKS.md: 11-14 million records a
-/// second, 16 to 32 bytes each).
+/// The default of [`Config::save_log_size`]: 1 GiB, which bounds what a
+/// restart replays to a few seconds (records are 16 to 32 bytes; the
+/// replay rate is in the store's benchmark).
 pub const DEFAULT_SAVE_LOG_SIZE: u64 = 1 << 30;
 
 /// Three quarters of the machine's memory (from `/proc/meminfo`), or

@@ -169,8 +169,7 @@ fn size_for(n: u64, p: f64) -> Result<Value> {
 }
 
 /// A memory size the sizes below can count in bits: at least one block,
-/// and at most 2 EiB (past that its bits overflow a `u64`, and the rows
-/// were nonsense until 2026-11-28).
+/// and at most 2 EiB (past that its bits overflow a `u64`).
 fn check_memory(memory: u64) -> Result<()> {
     if memory < 64 {
         bail!("--memory {memory}: a filter needs at least 64 bytes");

@@ -684,8 +684,8 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
         // later sector of them kept, and under `everysec` leave whatever
         // was written since the last sync in any state: the sync mark lets
         // the open take that for the log's end by itself, under both
-        // policies (under `always` until 2026-11-27 it wrote none, and 5
-        // rounds in 100 needed salvage).
+        // policies (without a mark under `always`, some rounds in a hundred
+        // would need salvage).
         let (after, store, _) = reboot(
             live.path(),
             &disk,
@@ -739,8 +739,8 @@ fn power_rounds(policy: FsyncPolicy, seed: u64) {
             checked += items.len();
         }
         // Up to 2 can be false positives: about 0.02 are expected in a
-        // round (a million lookups would find one), and a gap showed 10 to
-        // 626 in the rounds that caught it before the fix of 2026-11-27.
+        // round (a million lookups would find one), while a gap in the
+        // replayed prefix shows as tens to hundreds.
         let bad = prefix_violations(&store, &issued);
         assert!(
             bad.len() <= 2,

@@ -29,8 +29,7 @@ impl Gate {
 
 /// A checkpoint that finds a filter expired deletes that filter, not one
 /// made under the same name while the checkpoint ran (which had an
-/// acknowledged add). Found by a review; before the fix the add was lost
-/// in 19 of 20 rounds.
+/// acknowledged add). Deleting by name loses that add in most rounds.
 #[test]
 fn a_checkpoint_does_not_delete_a_filter_made_again_meanwhile() {
     for round in 0..10 {

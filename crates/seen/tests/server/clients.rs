@@ -70,7 +70,7 @@ fn redis_py_resp2_and_resp3() {
         .unwrap_or(false);
     assert!(
         has_py,
-        "redis-py is required: pip install redis (CI installs it)"
+        "redis-py is required: run the tests with scripts/test, which installs it"
     );
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("d"), &[]);

@@ -139,8 +139,8 @@ fn peak_rss_bytes(pid: i32) -> u64 {
 }
 
 /// `maxmemory` bounds all filters together, the growth of scalable chains
-/// included (each chain used to be limited only by the room left when it
-/// was created, so these four chains grew to 11.5 MB under 4 MiB): four chains
+/// included (limiting each chain only by the room left when it was created
+/// lets these four chains grow to 11.5 MB under 4 MiB): four chains
 /// growing at once on four connections stop at the limit together, each
 /// keeping every item it acknowledged; a chain whose next sub-filter would
 /// be absurdly large is refused before that memory is touched; a DEL gives

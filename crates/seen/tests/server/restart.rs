@@ -69,9 +69,9 @@ fn shutdown_command_exits_zero() {
     check(&server, "k", 1000, &info, &card);
 }
 
-/// `SHUTDOWN NOSAVE` exits without a checkpoint (it used to write one
-/// anyway: the final close checkpointed), and the adds are all there after
-/// the restart, replayed from the log it synced.
+/// `SHUTDOWN NOSAVE` exits without a checkpoint (the final close of the
+/// store must not write one), and the adds are all there after the
+/// restart, replayed from the log it synced.
 #[test]
 fn shutdown_nosave_writes_no_snapshot_and_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
