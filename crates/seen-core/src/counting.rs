@@ -94,9 +94,7 @@ impl CountingBloomFilter {
         error_rate: f64,
         max_bytes: u64,
     ) -> Result<Self> {
-        if hashes == 0 || hashes > sizing::MAX_HASHES {
-            return Err(ErrorKind::InvalidHashCount(hashes).into());
-        }
+        sizing::check_hashes(hashes)?;
         if blocks == 0 {
             return Err(crate::error::corrupt(
                 "a counting filter needs at least one block",

@@ -76,8 +76,13 @@ pub enum ErrorKind {
     #[error("expansion {0} is invalid: it must be at least 1")]
     InvalidExpansion(u32),
     /// A hash count outside what the layout supports.
-    #[error("{0} hash functions is invalid: it must be between 1 and {max}", max = crate::sizing::MAX_HASHES)]
-    InvalidHashCount(u32),
+    #[error("{hashes} hash functions is invalid: it must be between 1 and {max}")]
+    InvalidHashCount {
+        /// The hash count asked for.
+        hashes: u32,
+        /// The largest the layout supports.
+        max: u32,
+    },
     /// The filter would need more memory than the configured limit.
     #[error("the filter needs {needed} bytes, more than the limit of {limit} bytes")]
     TooLarge {

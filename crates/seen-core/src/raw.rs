@@ -171,9 +171,7 @@ impl RawFilter {
     /// A zeroed filter. `size` is blocks (blocked) or bits (classic, a
     /// multiple of 64).
     pub(crate) fn new(layout: Layout, size: u64, hashes: u32, max_bytes: u64) -> Result<Self> {
-        if hashes == 0 || hashes > MAX_HASHES {
-            return Err(ErrorKind::InvalidHashCount(hashes).into());
-        }
+        sizing::check_hashes(hashes)?;
         let bytes = checked_bytes(layout, size, max_bytes)?;
         Ok(RawFilter {
             layout,

@@ -48,6 +48,19 @@ pub fn check_error_rate(error_rate: f64) -> Result<()> {
     }
 }
 
+/// Checks that a hash count is one a filter supports: 1 to [`MAX_HASHES`].
+pub(crate) fn check_hashes(hashes: u32) -> Result<()> {
+    if hashes == 0 || hashes > MAX_HASHES {
+        Err(ErrorKind::InvalidHashCount {
+            hashes,
+            max: MAX_HASHES,
+        }
+        .into())
+    } else {
+        Ok(())
+    }
+}
+
 fn check_capacity(capacity: u64) -> Result<()> {
     if capacity == 0 {
         Err(ErrorKind::ZeroCapacity.into())
@@ -414,9 +427,7 @@ pub fn blocked_size_with_hashes(
 ) -> Result<Option<u64>> {
     check_capacity(capacity)?;
     check_error_rate(error_rate)?;
-    if hashes == 0 || hashes > MAX_HASHES {
-        return Err(ErrorKind::InvalidHashCount(hashes).into());
-    }
+    check_hashes(hashes)?;
     if hashes > MAX_BLOCKED_HASHES {
         return Err(ErrorKind::Unreachable(format!(
             "{hashes} hashes: a blocked filter uses at most {MAX_BLOCKED_HASHES}"

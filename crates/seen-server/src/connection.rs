@@ -24,17 +24,6 @@ const MAX_BATCH: usize = 1024;
 /// Write replies once this many bytes are waiting.
 const MAX_OUTPUT: usize = 1 << 20;
 
-/// Runs `f`, which may block (fsync, checkpoint), without stalling the
-/// other connections of this worker thread.
-pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-
 /// Runs a batch of requests, appending their replies to `out`. Replies that
 /// depend on mutations are released only once those are as durable as the
 /// fsync policy promises: the batch waits once for all of them (sharing a

@@ -31,6 +31,7 @@
 
 mod args;
 pub mod bf_config;
+mod blocking;
 mod cmd;
 mod config;
 mod connection;

@@ -83,7 +83,7 @@ impl Server {
         // Creating or growing a large filter, or waiting for an overdue
         // sync, must not hold a worker thread of the runtime: with none
         // left polling the sockets, every connection waited for it.
-        store.set_blocking_hook(Box::new(|f| crate::connection::blocking(f)));
+        store.set_blocking_hook(Box::new(|f| crate::blocking::blocking(f)));
         tracing::info!(
             dir = %config.dir.display(),
             filters = store.len(),

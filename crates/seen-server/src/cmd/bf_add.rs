@@ -7,7 +7,9 @@ use seen_resp::Reply;
 use seen_store::FilterSpec;
 
 use super::bf_reserve::parse_layout;
-use super::{add_stopped, key_kind, store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
+use super::context::Ctx;
+use super::key_kind::{key_kind, KeyKind};
+use super::replies::{add_stopped, store_error, wrong_arity, WRONGTYPE};
 use crate::args::{byte_at, parse_f64, parse_i64};
 
 /// What `BF.ADD`/`BF.MADD` create when the key is missing: the `bf-*`

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use seen_core::{AnyFilter, Layout, LinkInfo};
 use seen_resp::Reply;
 
-use super::{store_error, wrong_arity, Ctx, WRONGTYPE};
+use super::context::Ctx;
+use super::replies::{store_error, wrong_arity, WRONGTYPE};
 
 pub(crate) fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() != 2 {

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use seen_core::AnyFilter;
 use seen_resp::Reply;
 
-use super::{key_kind, store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
+use super::context::Ctx;
+use super::key_kind::{key_kind, KeyKind};
+use super::replies::{store_error, wrong_arity, WRONGTYPE};
 use crate::args::parse_i64;
 
 pub(crate) fn scandump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

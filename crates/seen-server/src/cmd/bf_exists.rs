@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use seen_resp::Reply;
 
-use super::{key_kind, store_error, wrong_arity, Ctx, KeyKind};
+use super::context::Ctx;
+use super::key_kind::{key_kind, KeyKind};
+use super::replies::{store_error, wrong_arity};
 
 fn lookup(ctx: &mut Ctx<'_>, key: &[u8], items: &[Bytes]) -> Result<Vec<bool>, Reply> {
     if key_kind(ctx.shared, key)? != Some(KeyKind::Bloom) {

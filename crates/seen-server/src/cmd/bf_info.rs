@@ -4,7 +4,9 @@ use bytes::Bytes;
 use seen_core::{AnyFilter, Layout};
 use seen_resp::{Protocol, Reply};
 
-use super::{store_error, wrong_arity, Ctx, KeyKind, WRONGTYPE};
+use super::context::Ctx;
+use super::key_kind::KeyKind;
+use super::replies::{store_error, wrong_arity, WRONGTYPE};
 use crate::args::is;
 
 /// The five numbers `BF.INFO` reports, RedisBloom's way.

@@ -9,7 +9,9 @@ use seen_core::Layout;
 use seen_resp::Reply;
 use seen_store::FilterSpec;
 
-use super::{key_kind, store_error, wrong_arity, Ctx, WRONGTYPE};
+use super::context::Ctx;
+use super::key_kind::key_kind;
+use super::replies::{store_error, wrong_arity, WRONGTYPE};
 use crate::args::{is, parse_f64, parse_i64};
 
 /// Where a keyword is among the options (after the three fixed arguments).
@@ -76,7 +78,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let key = &args[1];
     match key_kind(ctx.shared, key) {
         Err(r) => return r,
-        Ok(Some(super::KeyKind::Bloom)) => return Reply::error("ERR item exists"),
+        Ok(Some(super::key_kind::KeyKind::Bloom)) => return Reply::error("ERR item exists"),
         Ok(Some(_)) => return Reply::error(WRONGTYPE),
         Ok(None) => {}
     }

@@ -7,7 +7,7 @@
 
 use seen_resp::Reply;
 
-use super::table::Spec;
+use super::context::Spec;
 
 /// The type of a command argument, as `COMMAND DOCS` names it.
 #[derive(Clone, Copy)]

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use seen_resp::Reply;
 
-use super::{not_integer, store_error, Ctx};
+use super::context::Ctx;
+use super::replies::{not_integer, store_error};
 use crate::args::{is, parse_i64};
 
 fn now_ms() -> i64 {

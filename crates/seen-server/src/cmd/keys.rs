@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use seen_resp::Reply;
 
-use super::{key_kind, not_integer, store_error, syntax_error, Ctx};
+use super::context::Ctx;
+use super::key_kind::key_kind;
+use super::replies::{not_integer, store_error, syntax_error};
 use crate::args::{is, parse_i64};
 use crate::glob;
 

@@ -1,180 +1,39 @@
 //! Commands. Each takes the request's arguments, applies them to the shared
 //! state and returns a [`Reply`] value (never writing to the socket), so
 //! commands are tested without a network.
+//!
+//! Dependencies run one way: this file dispatches through `table`, the
+//! table names the handlers, and the handlers use `context`, `replies`,
+//! `key_kind`, `identity` and `docs`, which import no other command file.
 
+mod admin;
 mod bf_add;
 mod bf_debug;
 mod bf_dump;
 mod bf_exists;
 mod bf_info;
 mod bf_reserve;
-mod conn;
+mod client;
+mod command;
+mod context;
 mod docs;
 mod expire;
+mod identity;
+mod key_kind;
 mod keys;
-mod server;
+mod replies;
 mod table;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use seen_core::AnyFilter;
-use seen_resp::{lowercase_name, Protocol, Reply, Request};
-use seen_store::{ErrorKind, Pending};
+use seen_resp::{lowercase_name, Reply, Request};
+
+pub(crate) use context::Client;
+use context::Ctx;
+use replies::wrong_arity;
 
 use crate::state::Shared;
-
-pub(crate) use table::COMMANDS;
-
-/// One connection's state.
-pub(crate) struct Client {
-    pub(crate) id: u64,
-    pub(crate) addr: String,
-    pub(crate) proto: Protocol,
-    pub(crate) authenticated: bool,
-    pub(crate) name: Option<Bytes>,
-    pub(crate) lib_name: Option<Bytes>,
-    pub(crate) lib_ver: Option<Bytes>,
-    /// Durability the replies produced so far depend on.
-    pub(crate) pending: Pending,
-    /// Close after sending the replies so far (`QUIT`, `SHUTDOWN`).
-    pub(crate) close: bool,
-    /// Send no reply to the current command (`SHUTDOWN`).
-    pub(crate) no_reply: bool,
-}
-
-impl Client {
-    pub(crate) fn new(id: u64, addr: String, authenticated: bool) -> Client {
-        Client {
-            id,
-            addr,
-            proto: Protocol::Resp2,
-            authenticated,
-            name: None,
-            lib_name: None,
-            lib_ver: None,
-            pending: Pending::default(),
-            close: false,
-            no_reply: false,
-        }
-    }
-}
-
-/// What a command handler sees.
-pub(crate) struct Ctx<'a> {
-    pub(crate) shared: &'a Arc<Shared>,
-    pub(crate) client: &'a mut Client,
-}
-
-impl Ctx<'_> {
-    /// Remembers that the reply depends on `p` being durable.
-    pub(crate) fn depends_on(&mut self, p: Pending) {
-        self.client.pending = self.client.pending.max(p);
-    }
-
-    pub(crate) fn dirty(&self, n: u64) {
-        self.shared
-            .dirty
-            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/// Redis's arity error, with the command's lowercase name.
-pub(crate) fn wrong_arity(name: &str) -> Reply {
-    Reply::error(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-pub(crate) fn not_integer() -> Reply {
-    Reply::error("ERR value is not an integer or out of range")
-}
-
-pub(crate) fn syntax_error() -> Reply {
-    Reply::error("ERR syntax error")
-}
-
-/// A store error as a reply. A persistence error says what the client may
-/// assume: nothing of the command is acknowledged, though it may have been
-/// applied all the same: a command of several items (or a dump chunk),
-/// logged and applied in pieces, may have kept the pieces before the
-/// failure (a full disk part-way through a BF.MADD of 1,000 items kept 912
-/// of them), and one whose sync failed was applied (DEL, EXPIRE, an add),
-/// and is made durable by the checkpoint that follows the failure.
-pub(crate) fn store_error(e: &seen_store::Error) -> Reply {
-    match e.kind() {
-        ErrorKind::NotFound => Reply::error("ERR not found"),
-        ErrorKind::Exists => Reply::error("ERR item exists"),
-        ErrorKind::Filter(f) => filter_error(f),
-        ErrorKind::Io { .. } | ErrorKind::Poisoned(_) => Reply::error(format!(
-            "ERR persistence error, not acknowledged (the command may have been applied, in whole or in part): {e}"
-        )),
-        _ => Reply::error(format!("ERR {e}")),
-    }
-}
-
-/// A core-library error as a reply.
-pub(crate) fn filter_error(e: &seen_core::Error) -> Reply {
-    match e.kind() {
-        seen_core::ErrorKind::Full => Reply::error("ERR non scaling filter is full"),
-        seen_core::ErrorKind::TooLarge { needed, limit } => Reply::error(format!(
-            "ERR the filter needs {needed} bytes, more than the {limit} bytes left under maxmemory and max-filter-bytes"
-        )),
-        _ => Reply::error(format!("ERR {e}")),
-    }
-}
-
-/// Why an add stopped before its end, as RedisBloom replies: a full
-/// non-scaling filter, or (for a chain that could not grow: memory, the
-/// limits, the most sub-filters) "problem inserting", seen's reason
-/// going to the log.
-pub(crate) fn add_stopped(e: &seen_core::Error) -> Reply {
-    match e.kind() {
-        seen_core::ErrorKind::Full => Reply::error("ERR non scaling filter is full"),
-        _ => {
-            tracing::warn!("an add stopped: {e}");
-            Reply::error("ERR problem inserting into filter")
-        }
-    }
-}
-
-/// What kind of value a key holds, for type checks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KeyKind {
-    /// A Bloom filter `BF.*` works on (scalable chain or fixed filter).
-    Bloom,
-    /// A counting filter (made by the library or the CLI; not a `BF.*`
-    /// type).
-    Counting,
-}
-
-impl KeyKind {
-    pub(crate) fn of(f: &AnyFilter) -> KeyKind {
-        match f {
-            AnyFilter::Counting(_) => KeyKind::Counting,
-            _ => KeyKind::Bloom,
-        }
-    }
-
-    /// `TYPE`'s answer.
-    pub(crate) fn type_name(self) -> &'static str {
-        match self {
-            KeyKind::Bloom => "MBbloom--",
-            KeyKind::Counting => "seen-cbf-",
-        }
-    }
-}
-
-/// The kind of the value at `key`, if any.
-pub(crate) fn key_kind(shared: &Shared, key: &[u8]) -> Result<Option<KeyKind>, Reply> {
-    shared
-        .store
-        .with_filter(key, KeyKind::of)
-        .map_err(|e| store_error(&e))
-}
 
 /// Runs one request. Every error reply counts in `total_error_replies`,
 /// as in Redis (an unknown command, `NOAUTH`, a wrong arity included).
@@ -213,7 +72,11 @@ fn run(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
     {
         return wrong_arity(spec.name);
     }
-    let mut ctx = Ctx { shared, client };
+    let mut ctx = Ctx {
+        shared,
+        client,
+        commands: table::COMMANDS,
+    };
     (spec.handler)(&mut ctx, args)
 }
 
@@ -279,7 +142,11 @@ pub(crate) fn execute_fused(
         .iter()
         .flat_map(|r| r.args()[2..].iter().cloned())
         .collect();
-    let mut ctx = Ctx { shared, client };
+    let mut ctx = Ctx {
+        shared,
+        client,
+        commands: table::COMMANDS,
+    };
     let (answers, stopped) = if add {
         match bf_add::add_batch(&mut ctx, &key, &items) {
             Ok(x) => x,
@@ -342,6 +209,3 @@ fn unknown_command(args: &[Bytes]) -> Reply {
         "ERR unknown command '{name}', with args beginning with: {rest}"
     ))
 }
-
-/// The handler type of the command table.
-pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Reply;

@@ -1,20 +1,9 @@
-//! The command table: names, arities (Redis's convention: `n` exactly,
-//! `-n` at least), flags and key positions, for dispatch and `COMMAND`.
+//! The command table: every command seen answers, with its arity, flags,
+//! key positions and handler, for dispatch and `COMMAND`.
 
-use super::{
-    bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, conn, expire, keys, server, Handler,
-};
-
-pub(crate) struct Spec {
-    pub(crate) name: &'static str,
-    pub(crate) arity: i32,
-    pub(crate) flags: &'static [&'static str],
-    pub(crate) first_key: i32,
-    pub(crate) last_key: i32,
-    pub(crate) step: i32,
-    pub(crate) summary: &'static str,
-    pub(crate) handler: Handler,
-}
+use super::context::Spec;
+use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, client, command};
+use super::{expire, keys};
 
 const W: &[&str] = &["write", "denyoom"];
 const R: &[&str] = &["readonly", "fast"];
@@ -155,7 +144,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::ping,
+        client::ping,
         "Returns the server's liveliness response"
     ),
     spec!(
@@ -165,7 +154,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::echo,
+        client::echo,
         "Returns the given string"
     ),
     spec!(
@@ -175,7 +164,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::hello,
+        client::hello,
         "Handshakes with the server (protocol, auth, name)"
     ),
     spec!(
@@ -185,7 +174,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::auth,
+        client::auth,
         "Authenticates the connection"
     ),
     spec!(
@@ -195,10 +184,19 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::select,
+        client::select,
         "Changes the selected database (only 0 exists)"
     ),
-    spec!("quit", -1, A, 0, 0, 0, conn::quit, "Closes the connection"),
+    spec!(
+        "quit",
+        -1,
+        A,
+        0,
+        0,
+        0,
+        client::quit,
+        "Closes the connection"
+    ),
     spec!(
         "client",
         -2,
@@ -206,7 +204,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        conn::client,
+        client::client,
         "CLIENT SETNAME, GETNAME, ID, SETINFO, INFO"
     ),
     spec!(
@@ -216,7 +214,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::command,
+        command::command,
         "Returns information about commands"
     ),
     spec!(
@@ -226,7 +224,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::config,
+        admin::config,
         "CONFIG GET, SET (the bf-* settings) and RESETSTAT"
     ),
     spec!(
@@ -236,7 +234,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::info,
+        admin::info,
         "Returns information and statistics about the server"
     ),
     spec!(
@@ -246,7 +244,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::module,
+        admin::module,
         "MODULE LIST: reports the bf module seen stands in for"
     ),
     spec!(
@@ -407,7 +405,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::save,
+        admin::save,
         "Checkpoints every changed filter"
     ),
     spec!(
@@ -417,7 +415,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::bgsave,
+        admin::bgsave,
         "Checkpoints in the background"
     ),
     spec!(
@@ -427,7 +425,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::lastsave,
+        admin::lastsave,
         "Returns the Unix time of the last checkpoint"
     ),
     spec!(
@@ -437,7 +435,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        server::shutdown,
+        admin::shutdown,
         "Checkpoints and stops the server"
     ),
 ];

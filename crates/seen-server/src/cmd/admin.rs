@@ -1,4 +1,4 @@
-//! Server commands: `COMMAND`, `CONFIG`, `INFO`, `MODULE`, `SAVE`,
+//! Commands that run the server: `CONFIG`, `INFO`, `MODULE`, `SAVE`,
 //! `BGSAVE`, `LASTSAVE`, `SHUTDOWN`.
 
 use std::fmt::Write as _;
@@ -8,69 +8,13 @@ use bytes::Bytes;
 use seen_resp::Reply;
 use seen_store::FsyncPolicy;
 
-use super::table::Spec;
-use super::{store_error, syntax_error, wrong_arity, Ctx, COMMANDS};
+use super::context::Ctx;
+use super::identity::{bf_module, REDIS_VERSION};
+use super::replies::{store_error, syntax_error, wrong_arity};
 use crate::args::is;
 use crate::bf_config::BfSetting;
+use crate::blocking::blocking;
 use crate::glob;
-
-fn spec_info(s: &Spec) -> Reply {
-    Reply::Array(vec![
-        Reply::bulk(s.name),
-        Reply::Integer(i64::from(s.arity)),
-        Reply::Set(s.flags.iter().map(|f| Reply::simple(f)).collect()),
-        Reply::Integer(i64::from(s.first_key)),
-        Reply::Integer(i64::from(s.last_key)),
-        Reply::Integer(i64::from(s.step)),
-        Reply::Set(vec![]),
-        Reply::Set(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-    ])
-}
-
-pub(crate) fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let Some(sub) = args.get(1) else {
-        return Reply::Array(COMMANDS.iter().map(spec_info).collect());
-    };
-    let find = |name: &[u8]| {
-        COMMANDS
-            .iter()
-            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
-    };
-    if is(sub, "count") {
-        Reply::Integer(COMMANDS.len() as i64)
-    } else if is(sub, "list") {
-        Reply::Array(COMMANDS.iter().map(|s| Reply::bulk(s.name)).collect())
-    } else if is(sub, "info") {
-        if args.len() == 2 {
-            return Reply::Array(COMMANDS.iter().map(spec_info).collect());
-        }
-        Reply::Array(
-            args[2..]
-                .iter()
-                .map(|n| find(n).map_or(Reply::NullArray, spec_info))
-                .collect(),
-        )
-    } else if is(sub, "docs") {
-        let wanted: Vec<&Spec> = if args.len() == 2 {
-            COMMANDS.iter().collect()
-        } else {
-            args[2..].iter().filter_map(|n| find(n)).collect()
-        };
-        Reply::Map(
-            wanted
-                .into_iter()
-                .map(|s| (Reply::bulk(s.name), super::docs::command_doc(s)))
-                .collect(),
-        )
-    } else {
-        Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(sub)
-        ))
-    }
-}
 
 /// The settings `CONFIG GET` reports, as Redis and RedisBloom name them.
 fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
@@ -204,17 +148,6 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-/// The `bf` module seen stands in for (`MODULE LIST`, `HELLO`), so that
-/// clients that look for RedisBloom find it.
-pub(crate) fn bf_module() -> Reply {
-    Reply::Map(vec![
-        (Reply::bulk("name"), Reply::bulk("bf")),
-        (Reply::bulk("ver"), Reply::Integer(20820)),
-        (Reply::bulk("path"), Reply::bulk("seen")),
-        (Reply::bulk("args"), Reply::Array(vec![])),
-    ])
-}
-
 pub(crate) fn module(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if is(&args[1], "list") {
         Reply::Array(vec![bf_module()])
@@ -246,7 +179,7 @@ pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let _ = write!(
             out,
             "# Server\r\nredis_version:{}\r\nseen_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:seen\r\nconfig_file:\r\n\r\n",
-            super::conn::REDIS_VERSION,
+            REDIS_VERSION,
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::process::id(),
@@ -351,7 +284,7 @@ pub(crate) fn save(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     }
     // A checkpoint blocks: run it where blocking is allowed.
     let shared = ctx.shared;
-    let r = crate::connection::blocking(|| shared.checkpoint());
+    let r = blocking(|| shared.checkpoint());
     match r {
         Ok(()) => Reply::ok(),
         Err(e) => store_error(&e),

@@ -4,13 +4,10 @@
 use bytes::Bytes;
 use seen_resp::{Protocol, Reply};
 
-use super::{not_integer, wrong_arity, Ctx};
+use super::context::Ctx;
+use super::identity::{bf_module, REDIS_VERSION};
+use super::replies::{not_integer, syntax_error, wrong_arity};
 use crate::args::{is, parse_i64};
-
-/// The Redis version seen reports: the one whose replies it reproduces
-/// (RedisBloom 2.8 ran on Redis 7.0 when the reference transcripts were
-/// recorded). Clients use it to pick features.
-pub(crate) const REDIS_VERSION: &str = "7.0.15";
 
 pub(crate) fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let _ = ctx;
@@ -66,7 +63,7 @@ pub(crate) fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let r = match args.len() {
         2 => authenticate(ctx, None, &args[1]),
         3 => authenticate(ctx, Some(&args[1]), &args[2]),
-        _ => return super::syntax_error(),
+        _ => return syntax_error(),
     };
     match r {
         Ok(()) => Reply::ok(),
@@ -127,10 +124,7 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (Reply::bulk("id"), Reply::Integer(ctx.client.id as i64)),
         (Reply::bulk("mode"), Reply::bulk("standalone")),
         (Reply::bulk("role"), Reply::bulk("master")),
-        (
-            Reply::bulk("modules"),
-            Reply::Array(vec![super::server::bf_module()]),
-        ),
+        (Reply::bulk("modules"), Reply::Array(vec![bf_module()])),
     ])
 }
 

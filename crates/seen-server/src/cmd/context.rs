@@ -1,0 +1,82 @@
+//! What a command handler works with: the connection's state ([`Client`]),
+//! the call's context ([`Ctx`]) and the command table's row type ([`Spec`]).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use seen_resp::{Protocol, Reply};
+use seen_store::Pending;
+
+use crate::state::Shared;
+
+/// One connection's state.
+pub(crate) struct Client {
+    pub(crate) id: u64,
+    pub(crate) addr: String,
+    pub(crate) proto: Protocol,
+    pub(crate) authenticated: bool,
+    pub(crate) name: Option<Bytes>,
+    pub(crate) lib_name: Option<Bytes>,
+    pub(crate) lib_ver: Option<Bytes>,
+    /// Durability the replies produced so far depend on.
+    pub(crate) pending: Pending,
+    /// Close after sending the replies so far (`QUIT`, `SHUTDOWN`).
+    pub(crate) close: bool,
+    /// Send no reply to the current command (`SHUTDOWN`).
+    pub(crate) no_reply: bool,
+}
+
+impl Client {
+    pub(crate) fn new(id: u64, addr: String, authenticated: bool) -> Client {
+        Client {
+            id,
+            addr,
+            proto: Protocol::Resp2,
+            authenticated,
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            pending: Pending::default(),
+            close: false,
+            no_reply: false,
+        }
+    }
+}
+
+/// What a command handler sees.
+pub(crate) struct Ctx<'a> {
+    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) client: &'a mut Client,
+    /// The command table this server runs (for `COMMAND`).
+    pub(crate) commands: &'static [Spec],
+}
+
+impl Ctx<'_> {
+    /// Remembers that the reply depends on `p` being durable.
+    pub(crate) fn depends_on(&mut self, p: Pending) {
+        self.client.pending = self.client.pending.max(p);
+    }
+
+    pub(crate) fn dirty(&self, n: u64) {
+        self.shared
+            .dirty
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// One row of the command table: a command's name, arity (Redis's
+/// convention: `n` exactly, `-n` at least), flags and key positions, for
+/// dispatch and `COMMAND`, and its handler.
+pub(crate) struct Spec {
+    pub(crate) name: &'static str,
+    pub(crate) arity: i32,
+    pub(crate) flags: &'static [&'static str],
+    pub(crate) first_key: i32,
+    pub(crate) last_key: i32,
+    pub(crate) step: i32,
+    pub(crate) summary: &'static str,
+    pub(crate) handler: Handler,
+}
+
+/// The handler type of the command table.
+pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Reply;
