@@ -21,13 +21,14 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::entry::Entry;
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::read_all;
+use crate::inner::Inner;
 use crate::log::lock;
 use crate::replay::Replay;
 use crate::segment::{self, SegmentFile};
 use crate::snapshot::{self, Header};
-use crate::store::{Entry, Store};
 
 /// Where a checkpoint takes its snapshots from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,26 +42,17 @@ pub(crate) enum Source {
 /// Filter bytes rebuilt per pass over the log's segments.
 const GROUP_BYTES: u64 = 256 << 20;
 
-pub(crate) fn run(store: &Store, source: Source) -> Result<()> {
-    let inner = &store.inner;
+pub(crate) fn run(inner: &Inner, source: Source) -> Result<()> {
     let _one = lock(&inner.checkpointing);
-    if source == Source::Log {
-        // Expired filters go now, their deletes logged before the roll.
-        for e in store.entries() {
-            if e.expire_at_ms.load(Ordering::Relaxed) != 0 {
-                store.delete_entry(&e.name, Some(e.id), true)?;
-            }
-        }
-    }
     let (upto, closed) = inner.log.roll()?;
-    let changed: Vec<Arc<Entry>> = store
+    let changed: Vec<Arc<Entry>> = inner
         .entries()
         .into_iter()
         .filter(|e| e.read().last_lsn > e.snap_lsn.load(Ordering::Relaxed))
         .collect();
     match source {
-        Source::Memory => changed.iter().try_for_each(|e| from_memory(store, e))?,
-        Source::Log => from_log(store, &changed, upto, &closed)?,
+        Source::Memory => changed.iter().try_for_each(|e| from_memory(inner, e))?,
+        Source::Log => from_log(inner, &changed, upto, &closed)?,
     }
     // The snapshots of filters deleted by now go before the log that says
     // they were deleted: a crash between must not bring one back.
@@ -94,7 +86,7 @@ pub(crate) fn run(store: &Store, source: Source) -> Result<()> {
 }
 
 /// Writes `e`'s snapshot from memory, at its last record.
-fn from_memory(store: &Store, e: &Entry) -> Result<()> {
+fn from_memory(inner: &Inner, e: &Entry) -> Result<()> {
     let st = e.read();
     let header = Header {
         id: e.id,
@@ -102,7 +94,6 @@ fn from_memory(store: &Store, e: &Entry) -> Result<()> {
         expire_at_ms: e.expire_at_ms.load(Ordering::Relaxed),
         name: &e.name,
     };
-    let inner = &store.inner;
     snapshot::write(&*inner.fs, &inner.snap_dir, &header, &st.filter)?;
     e.snap_lsn.fetch_max(st.last_lsn, Ordering::Relaxed);
     Ok(())
@@ -111,7 +102,7 @@ fn from_memory(store: &Store, e: &Entry) -> Result<()> {
 /// Rebuilds the snapshots of the `changed` filters at `upto` from their
 /// last snapshots and the `closed` segments, a group at a time.
 fn from_log(
-    store: &Store,
+    inner: &Inner,
     changed: &[Arc<Entry>],
     upto: u64,
     closed: &[SegmentFile],
@@ -125,25 +116,24 @@ fn from_log(
     let mut bytes = 0;
     for (size, e) in sized {
         if !group.is_empty() && bytes + size > GROUP_BYTES {
-            rebuild_group(store, &std::mem::take(&mut group), upto, closed)?;
+            rebuild_group(inner, &std::mem::take(&mut group), upto, closed)?;
             bytes = 0;
         }
         group.push(e.clone());
         bytes += size;
     }
     if !group.is_empty() {
-        rebuild_group(store, &group, upto, closed)?;
+        rebuild_group(inner, &group, upto, closed)?;
     }
     Ok(())
 }
 
 fn rebuild_group(
-    store: &Store,
+    inner: &Inner,
     group: &[Arc<Entry>],
     upto: u64,
     closed: &[SegmentFile],
 ) -> Result<()> {
-    let inner = &store.inner;
     let fs = &*inner.fs;
     let ids: HashSet<u64> = group.iter().map(|e| e.id).collect();
     let mut replay = Replay {

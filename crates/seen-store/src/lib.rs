@@ -67,13 +67,16 @@
 #![warn(missing_docs)]
 
 mod checkpoint;
+mod entry;
 mod error;
 mod filter;
 pub mod fs;
+mod inner;
 mod legacy;
 mod log;
 mod names;
 mod open;
+mod options;
 mod record;
 mod recover;
 mod replay;
@@ -82,11 +85,11 @@ mod snapshot;
 mod store;
 
 pub use error::{Error, ErrorKind, Result};
-pub use open::FsyncPolicy;
-pub use open::StoreOptions;
+pub use inner::BlockingHook;
+pub use options::{FsyncPolicy, StoreOptions};
 pub use record::{FilterSpec, MAX_NAME_LEN};
 pub use recover::Recovery;
-pub use store::{AddOutcome, BlockingHook, Pending, Store};
+pub use store::{AddOutcome, Pending, Store};
 
 /// A snapshot file of a data directory, read on its own (for `seen
 /// inspect`).

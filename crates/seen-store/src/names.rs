@@ -7,11 +7,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use seen_core::{AnyFilter, ScalableBloomFilter};
 
+use crate::entry::{now_ms, Entry};
 use crate::error::{ErrorKind, Result};
 use crate::filter::{self};
 use crate::log::lock;
 use crate::record::{FilterSpec, Record, MAX_NAME_LEN};
-use crate::store::{now_ms, Entry, Pending, Store};
+use crate::store::{Pending, Store};
 
 impl Store {
     /// Creates a filter. Fails with [`ErrorKind::Exists`] if the name is

@@ -1,5 +1,5 @@
-//! Opening a data directory: the options, its lock, the upgrade of an
-//! earlier format, recovery, and the store that comes out of it.
+//! Opening a data directory: its lock, the upgrade of an earlier format,
+//! recovery, and the store that comes out of it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,84 +8,19 @@ use std::time::{Duration, Instant};
 
 use seen_core::MemoryBudget;
 
+use crate::entry::Entry;
 use crate::error::{ErrorKind, Result, Salvage};
 use crate::filter::{self};
 use crate::fs::{Fs, RealFs};
+use crate::inner::Inner;
 use crate::log::{lock, Log};
+use crate::options::{FsyncPolicy, StoreOptions};
 use crate::record::Record;
 use crate::replay::Rebuilt;
-use crate::store::{Entry, Inner, Store};
+use crate::store::Store;
 
 /// How long [`Store::open`] waits for the directory's lock.
 const LOCK_WAIT: Duration = Duration::from_millis(500);
-
-/// When the log is synced to disk; see the crate docs for what each can
-/// lose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// Sync before acknowledging every mutation (group commit).
-    Always,
-    /// Sync once a second in the background.
-    EverySec,
-    /// Never sync explicitly.
-    No,
-}
-
-impl std::str::FromStr for FsyncPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "always" => Ok(FsyncPolicy::Always),
-            "everysec" => Ok(FsyncPolicy::EverySec),
-            "no" => Ok(FsyncPolicy::No),
-            _ => Err(format!(
-                "fsync policy '{s}' is not one of always, everysec, no"
-            )),
-        }
-    }
-}
-
-/// How a [`Store`] behaves.
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// When the log is synced.
-    pub fsync: FsyncPolicy,
-    /// The size past which the log moves on to a new segment file (each
-    /// checkpoint also begins one). Segments are not preallocated.
-    pub segment_size: u64,
-    /// Largest filter (bytes of bits) the store creates or loads.
-    pub max_filter_bytes: u64,
-    /// Most bytes of bits all filters together may hold (a server's
-    /// `maxmemory`): a create, a load, or a scalable chain's growth that
-    /// would pass it fails with [`seen_core::ErrorKind::TooLarge`]. The
-    /// filters a reopen finds are kept even past it, and then only refuse
-    /// to grow.
-    pub max_memory: u64,
-    /// Recover what can be recovered from a corrupt log or snapshot instead
-    /// of refusing to open (losing the damaged part, with warnings). A
-    /// damaged snapshot is renamed `<id>.snap.damaged` (or, if that name is
-    /// taken, `<id>.snap.damaged.<n>`; kept, never read, its id given to no
-    /// new filter). If anything was skipped ([`crate::Recovery::salvaged`]), the
-    /// open ends with a checkpoint, after which the directory opens without
-    /// salvage. With nothing damaged, the open is an ordinary one. A
-    /// snapshot that cannot be opened or read (an I/O error other than its
-    /// end coming early), or whose sound filter is larger than
-    /// `max_filter_bytes` ([`ErrorKind::CannotLoad`]), is not damage: it
-    /// stops a salvaging open too.
-    pub salvage: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            fsync: FsyncPolicy::EverySec,
-            segment_size: 64 << 20,
-            max_filter_bytes: seen_core::DEFAULT_MAX_BYTES,
-            max_memory: u64::MAX,
-            salvage: false,
-        }
-    }
-}
 
 impl Store {
     /// Opens (creating if needed) the data directory `dir`.
@@ -178,7 +113,7 @@ impl Store {
             );
         }
         if salvage.skipped.get() > 0 {
-            crate::checkpoint::run(&store, crate::checkpoint::Source::Memory)?;
+            crate::checkpoint::run(&store.inner, crate::checkpoint::Source::Memory)?;
         }
         Ok(store)
     }

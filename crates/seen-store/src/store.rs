@@ -2,19 +2,19 @@
 //! and snapshots.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
-use seen_core::{AnyFilter, Charge, ItemHash, MemoryBudget, Removal};
+use seen_core::{AnyFilter, ItemHash, Removal};
 
+use crate::entry::{Entry, EntryState};
 use crate::error::{ErrorKind, Result};
-use crate::filter::{self, apply_adds, apply_removes, plan_round, Hasher};
-use crate::fs::Fs;
-use crate::log::{lock, Log};
-use crate::open::FsyncPolicy;
-use crate::open::StoreOptions;
+use crate::filter::{self, apply_adds, apply_removes, plan_round};
+use crate::inner::{BlockingHook, Inner};
+use crate::log::lock;
+use crate::options::FsyncPolicy;
 use crate::record::{FilterSpec, Hashes, Record, MAX_CHUNK_PER_RECORD, MAX_HASHES_PER_RECORD};
 use crate::recover::Recovery;
 
@@ -40,106 +40,9 @@ impl Pending {
     }
 }
 
-/// Runs a closure that may block for long; see [`Store::set_blocking_hook`].
-pub type BlockingHook = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
-
 /// How long after a failed recovery of a poisoned log a lookup fails at
 /// once rather than try another.
 const RECOVERY_RETRY: Duration = Duration::from_secs(1);
-
-pub(crate) struct EntryState {
-    pub(crate) filter: AnyFilter,
-    /// The lsn of its last record.
-    pub(crate) last_lsn: u64,
-    /// Deleted (gone from the store's map) while a caller waited for it.
-    pub(crate) deleted: bool,
-}
-
-/// One filter. Its mutations hold `state` exclusively from logging their
-/// record to applying it, so that the log holds them in the order they
-/// were applied and replay rebuilds the same filter; lookups hold it
-/// shared.
-pub(crate) struct Entry {
-    pub(crate) id: u64,
-    pub(crate) name: Vec<u8>,
-    pub(crate) hasher: Hasher,
-    pub(crate) state: RwLock<EntryState>,
-    /// When it expires (unix ms, 0: never): set holding `state`
-    /// exclusively, read without it.
-    pub(crate) expire_at_ms: AtomicI64,
-    /// Every record of the filter up to this lsn is in its snapshot (set
-    /// by checkpoints, which hold `state` shared at most).
-    pub(crate) snap_lsn: AtomicU64,
-    /// Its bytes in the store's memory budget, given back when it goes.
-    pub(crate) charge: Charge,
-}
-
-impl Entry {
-    /// A filter's entry (a chain charged to the store's budget for its
-    /// growth, and limited to its filter size).
-    pub(crate) fn new(
-        id: u64,
-        name: Vec<u8>,
-        mut filter: AnyFilter,
-        charge: Charge,
-        opts: &StoreOptions,
-    ) -> Entry {
-        if let AnyFilter::Scalable(c) = &mut filter {
-            c.set_max_bytes(opts.max_filter_bytes);
-            c.set_charge(charge.clone());
-        }
-        Entry {
-            id,
-            name,
-            hasher: Hasher::of(&filter),
-            state: RwLock::new(EntryState {
-                filter,
-                last_lsn: 0,
-                deleted: false,
-            }),
-            expire_at_ms: AtomicI64::new(0),
-            snap_lsn: AtomicU64::new(0),
-            charge,
-        }
-    }
-
-    pub(crate) fn expired(&self) -> bool {
-        let at = self.expire_at_ms.load(Ordering::Relaxed);
-        at != 0 && at <= now_ms()
-    }
-
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, EntryState> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
-    }
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, EntryState> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) fs: Arc<dyn Fs>,
-    pub(crate) snap_dir: PathBuf,
-    pub(crate) opts: StoreOptions,
-    pub(crate) log: Arc<Log>,
-    pub(crate) filters: RwLock<HashMap<Vec<u8>, Arc<Entry>>>,
-    pub(crate) next_id: AtomicU64,
-    /// Filters deleted since the last checkpoint, with their delete's lsn:
-    /// their snapshots go then.
-    pub(crate) deleted: Mutex<Vec<(u64, u64)>>,
-    pub(crate) budget: Arc<MemoryBudget>,
-    pub(crate) checkpointing: Mutex<()>,
-    /// When the last recovery of a poisoned log failed.
-    pub(crate) recovering: Mutex<Option<Instant>>,
-    pub(crate) hook: OnceLock<BlockingHook>,
-    pub(crate) recovery: Recovery,
-    pub(crate) _lock: Box<dyn Send + Sync>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.log.close();
-    }
-}
 
 /// Named filters in a data directory.
 ///
@@ -161,12 +64,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl Store {
     pub(crate) fn filters(&self) -> RwLockReadGuard<'_, HashMap<Vec<u8>, Arc<Entry>>> {
         self.inner.filters.read().unwrap_or_else(|e| e.into_inner())
@@ -183,9 +80,8 @@ impl Store {
         self.filters().get(name).cloned()
     }
 
-    /// The filters now, for a checkpoint.
     pub(crate) fn entries(&self) -> Vec<Arc<Entry>> {
-        self.filters().values().cloned().collect()
+        self.inner.entries()
     }
 
     /// What the open found and how long it took.
@@ -243,7 +139,8 @@ impl Store {
                 ErrorKind::Poisoned("a recovery failed less than a second ago".into()).into(),
             );
         }
-        let r = self.blocking(|| crate::checkpoint::run(self, crate::checkpoint::Source::Memory));
+        let r = self
+            .blocking(|| crate::checkpoint::run(&self.inner, crate::checkpoint::Source::Memory));
         *last = r.is_err().then(Instant::now);
         r
     }
@@ -507,7 +404,14 @@ impl Store {
         if self.inner.log.poisoned() {
             return self.usable(false);
         }
-        crate::checkpoint::run(self, crate::checkpoint::Source::Log)
+        // Expired filters go now, their deletes logged before the
+        // checkpoint's roll, as a DEL would be.
+        for e in self.entries() {
+            if e.expire_at_ms.load(Ordering::Relaxed) != 0 {
+                self.delete_entry(&e.name, Some(e.id), true)?;
+            }
+        }
+        crate::checkpoint::run(&self.inner, crate::checkpoint::Source::Log)
     }
 
     /// Writes and syncs everything logged so far (under `no`, writes it),
@@ -551,7 +455,7 @@ impl Store {
     }
 
     /// Bytes of filter memory left under
-    /// [`max_memory`](StoreOptions::max_memory) (0 when past it).
+    /// [`max_memory`](crate::StoreOptions::max_memory) (0 when past it).
     pub fn memory_available(&self) -> u64 {
         self.inner.budget.available()
     }

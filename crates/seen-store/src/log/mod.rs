@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{io_err, ErrorKind, Result};
 use crate::fs::{open_or_create, Fs, FsFile};
-use crate::open::FsyncPolicy;
+use crate::options::FsyncPolicy;
 use crate::record::Record;
 use crate::segment::{self, Mark, SegmentFile, MARK};
 
