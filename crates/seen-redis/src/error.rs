@@ -7,66 +7,27 @@
 //! the Redis error, never by its text; what reaches the caller has already
 //! been retried as far as the [`RetryPolicy`](crate::RetryPolicy) allows.
 
-use std::fmt;
 use std::time::Duration;
 
-/// A `Result` whose error is this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// An error from opening, using or managing a filter kept in Redis.
-#[derive(Debug)]
-pub struct Error {
-    kind: ErrorKind,
+seen_core::kind_error! {
+    /// An error from opening, using or managing a filter kept in Redis.
+    ErrorKind
 }
 
 impl Error {
-    /// What went wrong.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
-    }
-
     /// What went wrong underneath: for [`ErrorKind::Incomplete`], the kind
     /// of its cause; for any other error, its kind.
     pub fn root_kind(&self) -> &ErrorKind {
-        match &self.kind {
+        match self.kind() {
             ErrorKind::Incomplete { cause, .. } => cause.root_kind(),
             kind => kind,
         }
-    }
-
-    /// Consumes the error, returning its kind.
-    pub fn into_kind(self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl From<ErrorKind> for Error {
-    fn from(kind: ErrorKind) -> Self {
-        Error { kind }
     }
 }
 
 impl From<seen_core::Error> for Error {
     fn from(err: seen_core::Error) -> Self {
         ErrorKind::Params(err).into()
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.kind.fmt(f)
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ErrorKind::Params(e) => Some(e),
-            ErrorKind::Server { error, .. } => Some(error),
-            ErrorKind::Unavailable { last, .. } => Some(last),
-            ErrorKind::Incomplete { cause, .. } => Some(cause.as_ref()),
-            _ => None,
-        }
     }
 }
 

@@ -1,49 +1,10 @@
 //! The store's error type.
 
-use std::fmt;
 use std::path::PathBuf;
 
-/// A `Result` whose error is the store's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// An error from the durable store.
-#[derive(Debug)]
-pub struct Error {
-    // Boxed: a `Result` of this crate then costs one pointer more than its
-    // value, however large the error, and the hot paths move less.
-    kind: Box<ErrorKind>,
-}
-
-impl Error {
-    /// What went wrong.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
-    }
-}
-
-impl From<ErrorKind> for Error {
-    fn from(kind: ErrorKind) -> Self {
-        Error {
-            kind: Box::new(kind),
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.kind.fmt(f)
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &*self.kind {
-            ErrorKind::Io { source, .. } => Some(source),
-            ErrorKind::Filter(e) => Some(e),
-            ErrorKind::CannotLoad { source, .. } => Some(source),
-            _ => None,
-        }
-    }
+seen_core::kind_error! {
+    /// An error from the durable store.
+    ErrorKind
 }
 
 /// The kinds of [`Error`].
