@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::bitmap::StripeGuard;
 use crate::error::{ErrorKind, Result};
 use crate::hash::{HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
+use crate::prefetch::for_each_prefetched;
 use crate::raw::{Layout, RawFilter};
 use crate::sizing::{self, check_error_rate};
 use crate::stats::FilterStats;
@@ -14,9 +15,6 @@ use crate::stats::FilterStats;
 /// A guard against absurd parameters (a typo that asks for an exabyte), not
 /// a tuning knob; raise it with [`FilterBuilder::max_bytes`].
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 30;
-
-/// How many items a batch call hashes and prefetches ahead.
-const BATCH: usize = 16;
 
 /// Builds a [`BloomFilter`] (and the parameters of the other kinds).
 ///
@@ -360,7 +358,7 @@ impl BloomFilter {
     /// latencies overlap instead of adding up.
     pub fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<bool> {
         let mut out = Vec::with_capacity(items.len());
-        self.for_each_prefetched(items, |h| out.push(self.add_hash(h)));
+        self.each_prefetched(items, |h| out.push(self.add_hash(h)));
         out
     }
 
@@ -368,28 +366,26 @@ impl BloomFilter {
     /// `contains(items[i])`.
     pub fn contains_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<bool> {
         let mut out = Vec::with_capacity(items.len());
-        self.for_each_prefetched(items, |h| out.push(self.raw.contains(h)));
+        self.each_prefetched(items, |h| out.push(self.raw.contains(h)));
         out
     }
 
     /// Counts how many of `items` are (probably) present, with prefetching.
     pub fn count_present<T: AsRef<[u8]>>(&self, items: &[T]) -> usize {
         let mut n = 0;
-        self.for_each_prefetched(items, |h| n += self.raw.contains(h) as usize);
+        self.each_prefetched(items, |h| n += self.raw.contains(h) as usize);
         n
     }
 
-    fn for_each_prefetched<T: AsRef<[u8]>>(&self, items: &[T], mut f: impl FnMut(ItemHash)) {
-        let mut hashes = [ItemHash::default(); BATCH];
-        for chunk in items.chunks(BATCH) {
-            for (slot, item) in hashes.iter_mut().zip(chunk) {
-                *slot = self.hash(item);
-                self.raw.prefetch(*slot);
-            }
-            for &h in &hashes[..chunk.len()] {
-                f(h);
-            }
-        }
+    /// Runs `f` on the hash of every item in order, through the core's
+    /// prefetch-ahead loop.
+    fn each_prefetched<T: AsRef<[u8]>>(&self, items: &[T], mut f: impl FnMut(ItemHash)) {
+        for_each_prefetched(
+            &mut &*self,
+            items.iter().map(|item| self.hash(item)),
+            |this, h| this.raw.prefetch(h),
+            |_, h| f(h),
+        );
     }
 
     /// Number of adds that reported a new item (RedisBloom's "items
@@ -463,7 +459,7 @@ impl BloomFilter {
     }
 
     /// Checks that `other` has the same layout, size, hash count and seed.
-    pub fn check_compatible(&self, other: &BloomFilter) -> Result<()> {
+    fn check_compatible(&self, other: &BloomFilter) -> Result<()> {
         if !self.raw.same_shape(&other.raw) {
             return Err(ErrorKind::Incompatible(format!(
                 "{:?} filter of size {} with {} hashes vs {:?} filter of size {} with {} hashes",
@@ -522,11 +518,9 @@ impl BloomFilter {
         };
     }
 
-    /// Sets the count of adds that answered "new" ([`len`](Self::len)):
-    /// for a storage layer that recorded the count apart from the bits (a
-    /// snapshot copied while adds went on) and restores it once replay has
-    /// caught up with it.
-    pub fn set_len(&mut self, items: u64) {
+    /// Sets the count of adds that answered "new" ([`len`](Self::len)), as
+    /// a decoder read it.
+    pub(crate) fn set_len(&mut self, items: u64) {
         *self.items.get_mut() = items;
     }
 

@@ -132,7 +132,7 @@ impl Charge {
     /// sub-filter), or fails with [`ErrorKind::TooLarge`], taking nothing.
     /// A released charge takes nothing and fails (its filter has left the
     /// budget's accounts: deleted while an add still held it).
-    pub fn grow(&self, more: u64) -> Result<()> {
+    pub(crate) fn grow(&self, more: u64) -> Result<()> {
         let mut bytes = self.0.bytes.lock().unwrap_or_else(|e| e.into_inner());
         let Some(b) = bytes.as_mut() else {
             return Err(ErrorKind::TooLarge {
@@ -159,7 +159,8 @@ impl Charge {
 
     /// Bytes left in the budget (0 for a released charge, which can take
     /// none: see [`grow`](Self::grow)).
-    pub fn available(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> u64 {
         let bytes = self.0.bytes.lock().unwrap_or_else(|e| e.into_inner());
         match *bytes {
             Some(_) => self.0.budget.available(),
@@ -168,7 +169,8 @@ impl Charge {
     }
 
     /// Bytes held (0 once released).
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.0
             .bytes
             .lock()
@@ -178,7 +180,8 @@ impl Charge {
 
     /// Whether [`release`](Self::release) has been called on it (or on
     /// a clone).
-    pub fn is_released(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_released(&self) -> bool {
         self.0
             .bytes
             .lock()

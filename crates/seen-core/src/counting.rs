@@ -323,18 +323,9 @@ impl CountingBloomFilter {
         self.blocks[index / 8][index % 8] = value;
     }
 
-    /// Sets the count ([`len`](Self::len)): for a storage layer that
-    /// recorded the count apart from the counters (a snapshot copied in
-    /// pieces while adds and removes went on) and restores it once replay
-    /// has caught up with it.
-    pub fn set_len(&mut self, items: u64) {
+    /// Sets the count ([`len`](Self::len)), as a decoder read it.
+    pub(crate) fn set_len(&mut self, items: u64) {
         self.items = items;
-    }
-
-    /// The 64-byte block that holds an item's counters: every add and
-    /// remove of the item reads and changes that block only.
-    pub fn block_of(&self, h: ItemHash) -> u64 {
-        self.positions(h).0 as u64
     }
 }
 

@@ -48,6 +48,7 @@ mod counting;
 mod error;
 pub mod format;
 mod hash;
+mod prefetch;
 mod raw;
 mod redisbloom;
 mod scalable;
@@ -60,6 +61,7 @@ pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{ChunkMisfit, Error, ErrorKind, Result};
 pub use format::{decode, AnyFilter, DecodeOptions, FilterKind};
 pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
+pub use prefetch::{for_each_prefetched, PREFETCH_AHEAD};
 pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;
 pub use scalable::{
@@ -75,7 +77,9 @@ pub fn blocked_positions(hash: ItemHash, hashes: u32) -> Vec<u64> {
     raw::block_positions(hash.hi, hashes)
 }
 
-/// The block an item falls in for a blocked filter of `blocks` blocks.
+/// The block an item falls in for a blocked or counting filter of `blocks`
+/// blocks (every add and remove of the item reads and changes that block
+/// only).
 pub fn blocked_block_index(hash: ItemHash, blocks: u64) -> u64 {
     raw::fastrange(hash.lo, blocks)
 }

@@ -8,8 +8,8 @@
 //! ([`apply_adds`]), as replay applies the record.
 
 use seen_core::{
-    AnyFilter, BloomFilter, CountingBloomFilter, HashAlgorithm, ItemHash, Removal,
-    ScalableBloomFilter,
+    for_each_prefetched, AnyFilter, BloomFilter, CountingBloomFilter, HashAlgorithm, ItemHash,
+    Removal, ScalableBloomFilter,
 };
 
 use crate::error::{ErrorKind, Result};
@@ -131,10 +131,6 @@ pub(crate) fn memory_bytes(f: &AnyFilter) -> u64 {
     }
 }
 
-/// How many hashes ahead a batch starts the cache miss of: enough to
-/// overlap the misses of a filter larger than the caches.
-const PREFETCH_AHEAD: usize = 16;
-
 fn prefetch(f: &AnyFilter, h: ItemHash) {
     match f {
         AnyFilter::Bloom(b) => b.prefetch(h),
@@ -143,48 +139,23 @@ fn prefetch(f: &AnyFilter, h: ItemHash) {
     }
 }
 
-/// Runs `each` on every hash in order, the cache lines of the hashes
-/// [`PREFETCH_AHEAD`] further on already on their way.
-fn prefetched<R>(
-    f: &mut AnyFilter,
-    hashes: impl Iterator<Item = ItemHash> + Clone,
-    mut each: impl FnMut(&mut AnyFilter, ItemHash) -> R,
-) -> Vec<R> {
-    let mut ahead = hashes.clone();
-    ahead
-        .by_ref()
-        .take(PREFETCH_AHEAD)
-        .for_each(|h| prefetch(f, h));
-    hashes
-        .map(|h| {
-            if let Some(next) = ahead.next() {
-                prefetch(f, next);
-            }
-            each(f, h)
-        })
-        .collect()
-}
-
 /// Looks hashes up.
 pub(crate) fn contains(f: &AnyFilter, hashes: &[ItemHash]) -> Vec<bool> {
-    let one = |h: ItemHash| match f {
-        AnyFilter::Bloom(b) => b.contains_hash(h),
-        AnyFilter::Scalable(s) => s.contains_hash(h),
-        AnyFilter::Counting(c) => c.contains_hash(h),
-        _ => unreachable!("AnyFilter has three kinds"),
-    };
-    hashes
-        .iter()
-        .take(PREFETCH_AHEAD)
-        .for_each(|&h| prefetch(f, h));
-    (0..hashes.len())
-        .map(|i| {
-            if let Some(&next) = hashes.get(i + PREFETCH_AHEAD) {
-                prefetch(f, next);
-            }
-            one(hashes[i])
-        })
-        .collect()
+    let mut out = Vec::with_capacity(hashes.len());
+    for_each_prefetched(
+        &mut &*f,
+        hashes.iter().copied(),
+        |f, h| prefetch(f, h),
+        |f, h| {
+            out.push(match f {
+                AnyFilter::Bloom(b) => b.contains_hash(h),
+                AnyFilter::Scalable(s) => s.contains_hash(h),
+                AnyFilter::Counting(c) => c.contains_hash(h),
+                _ => unreachable!("AnyFilter has three kinds"),
+            })
+        },
+    );
+    out
 }
 
 /// The first part of an add call that one record carries: which of its
@@ -248,11 +219,14 @@ pub(crate) fn plan_round(f: &mut AnyFilter, hashes: &[ItemHash]) -> Round {
 /// chain cannot take an add (the live path plans rounds so that it never
 /// does; replay reports it as damage).
 pub(crate) fn apply_adds(f: &mut AnyFilter, hashes: Hashes<'_>) -> Result<Vec<bool>> {
-    let new = prefetched(f, hashes.iter(), |f, h| match f {
-        AnyFilter::Bloom(b) => Ok(b.add_hash_mut(h)),
-        AnyFilter::Scalable(s) => s.add_hash_mut(h),
-        AnyFilter::Counting(c) => Ok(c.add_hash(h)),
-        _ => unreachable!("AnyFilter has three kinds"),
+    let mut new = Vec::new();
+    for_each_prefetched(f, hashes.iter(), prefetch, |f, h| {
+        new.push(match f {
+            AnyFilter::Bloom(b) => Ok(b.add_hash_mut(h)),
+            AnyFilter::Scalable(s) => s.add_hash_mut(h),
+            AnyFilter::Counting(c) => Ok(c.add_hash(h)),
+            _ => unreachable!("AnyFilter has three kinds"),
+        })
     });
     Ok(new.into_iter().collect::<std::result::Result<_, _>>()?)
 }

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use seen_core::{AnyFilter, DecodeOptions, ItemHash, ScalableBloomFilter};
+use seen_core::{blocked_block_index, AnyFilter, DecodeOptions, ItemHash};
 
 use crate::error::{io_err, ErrorKind, Result, Salvage};
 use crate::fs::{read_all, Fs};
@@ -117,7 +117,9 @@ fn upgrade(fs: &dyn Fs, dir: &Path, opts: &StoreOptions, salvage: &Salvage) -> R
         if let Some(c) = l.copied_while_adding.take() {
             // A chain copied while adds went on counts none of them in its
             // newest sub-filter until the count lsn (see `settle`).
-            set_newest_count(&mut l.filter, 0, path)?;
+            if matches!(l.filter, AnyFilter::Scalable(_)) {
+                set_count(&mut l.filter, 0, path)?;
+            }
             copies.insert(id, c);
         }
         replay.filters.insert(id, l.into());
@@ -139,7 +141,7 @@ fn upgrade(fs: &dyn Fs, dir: &Path, opts: &StoreOptions, salvage: &Salvage) -> R
                 else {
                     continue;
                 };
-                let held = |h: &ItemHash| c.holds(f.block_of(*h), lsn);
+                let held = |h: &ItemHash| c.holds(blocked_block_index(*h, f.blocks()), lsn);
                 filtered = Hashes::bytes_of(hashes.iter().filter(|h| !held(h)));
                 match record {
                     Record::Add { .. } => Record::Add {
@@ -215,24 +217,19 @@ fn settle(
         let Some(f) = replay.filters.get_mut(&id) else {
             continue;
         };
-        match &mut f.filter {
-            AnyFilter::Bloom(b) => b.set_len(count),
-            AnyFilter::Counting(c) => c.set_len(count),
-            chain => set_newest_count(chain, count, at)?,
-        }
+        set_count(&mut f.filter, count, at)?;
     }
     Ok(())
 }
 
-/// Sets a chain's count to `count`, every sub-filter but the newest keeping
-/// its own: through the byte format (docs/FORMAT.md, section 4), whose
-/// header holds each sub-filter's count.
-fn set_newest_count(f: &mut AnyFilter, count: u64, at: &Path) -> Result<()> {
-    let AnyFilter::Scalable(chain) = f else {
-        return Ok(());
-    };
+/// Sets a filter's count to `count` (a chain's newest sub-filter takes
+/// what its older ones do not hold): through the byte format
+/// (docs/FORMAT.md, section 4), whose header holds each sub-filter's count,
+/// so that the library keeps its counts to itself. The upgrade runs once
+/// per directory; the filter's bytes are copied once here.
+fn set_count(f: &mut AnyFilter, count: u64, at: &Path) -> Result<()> {
     let mut b = Vec::new();
-    chain.encode(&mut b)?;
+    f.encode(&mut b)?;
     let links = u32::from_le_bytes(b[52..56].try_into().expect("4")) as usize;
     let items_at = |i: usize| 56 + 40 * i + 32;
     let older: u64 = (0..links - 1)
@@ -247,10 +244,10 @@ fn set_newest_count(f: &mut AnyFilter, count: u64, at: &Path) -> Result<()> {
     let unlimited = DecodeOptions {
         max_bytes: u64::MAX,
     };
-    *chain = ScalableBloomFilter::decode(&b[..], &unlimited).map_err(|e| ErrorKind::Corrupt {
+    *f = seen_core::decode(&b[..], &unlimited).map_err(|e| ErrorKind::Corrupt {
         path: at.to_path_buf(),
         offset: 0,
-        what: format!("a chain's counts: {e}"),
+        what: format!("a filter's counts: {e}"),
     })?;
     Ok(())
 }

@@ -195,7 +195,7 @@ fn describe(filter: &AnyFilter, r: &mut Map<String, Value>) {
             );
         }
         AnyFilter::Counting(f) => {
-            let counters = f.blocks() * 128;
+            let counters = f.blocks() * seen_core::sizing::COUNTING_BLOCK_COUNTERS;
             let fill = f.fill_ratio();
             let nonzero = (fill * counters as f64).round() as u64;
             let est = seen_core::sizing::estimate_items(counters, f.hashes(), nonzero);

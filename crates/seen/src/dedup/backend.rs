@@ -6,10 +6,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use seen_core::{AnyFilter, BloomFilter, DecodeOptions, ItemHash};
+use seen_core::{for_each_prefetched, AnyFilter, BloomFilter, DecodeOptions, ItemHash};
 use seen_redis::{FilterParams, RedisFilter, RetryPolicy, Target};
 
-use super::{DedupArgs, AHEAD, DEFAULT_CAPACITY, DEFAULT_FPP, REDIS_WAIT_TIMEOUT};
+use super::{DedupArgs, DEFAULT_CAPACITY, DEFAULT_FPP, REDIS_WAIT_TIMEOUT};
 
 /// Where the "seen before?" answers come from.
 pub(super) enum Backend {
@@ -72,15 +72,12 @@ impl Backend {
             Backend::Local { filter, hashes, .. } => {
                 hashes.clear();
                 hashes.extend(records.iter().map(|r| filter.hash(r)));
-                for h in hashes.iter().take(AHEAD) {
-                    filter.prefetch(*h);
-                }
-                for i in 0..hashes.len() {
-                    if let Some(h) = hashes.get(i + AHEAD) {
-                        filter.prefetch(*h);
-                    }
-                    out.push(filter.add_hash_mut(hashes[i]));
-                }
+                for_each_prefetched(
+                    filter,
+                    hashes.iter().copied(),
+                    |f, h| f.prefetch(h),
+                    |f, h| out.push(f.add_hash_mut(h)),
+                );
             }
             Backend::Redis { filter, batch, .. } => {
                 for part in records.chunks(*batch) {

@@ -31,8 +31,6 @@ const CHUNK: usize = 1 << 20;
 /// How long one `WAIT` for --redis-wait replicas may take before the batch
 /// is tried again (within --redis-retry).
 const REDIS_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Records hashed ahead of the one being added (prefetch distance).
-const AHEAD: usize = 8;
 
 /// Print each line of the input the first time it is seen, in input order.
 #[derive(Args, Debug)]
