@@ -257,15 +257,7 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&fixed);
     hasher.update(&rest[..crc_at]);
-    let computed = hasher.finalize();
-    if stored != computed {
-        return Err(ErrorKind::BadChecksum {
-            section: "header",
-            stored,
-            computed,
-        }
-        .into());
-    }
+    check_crc("header", stored, hasher.finalize())?;
     let mut lf = Fields {
         buf: &rest[..crc_at],
         pos: 0,
@@ -432,17 +424,21 @@ fn read_words<R: Read>(
 fn check_body_crc<R: Read>(r: &mut R, hasher: crc32fast::Hasher) -> Result<()> {
     let mut crc = [0u8; 4];
     r.read_exact(&mut crc)?;
-    let stored = u32::from_le_bytes(crc);
-    let computed = hasher.finalize();
-    if stored != computed {
-        return Err(ErrorKind::BadChecksum {
-            section: "body",
+    check_crc("body", u32::from_le_bytes(crc), hasher.finalize())
+}
+
+/// Compares a section's stored CRC with the one computed over it.
+fn check_crc(section: &'static str, stored: u32, computed: u32) -> Result<()> {
+    if stored == computed {
+        Ok(())
+    } else {
+        Err(ErrorKind::BadChecksum {
+            section,
             stored,
             computed,
         }
-        .into());
+        .into())
     }
-    Ok(())
 }
 
 fn link_header_of(f: &BloomFilter) -> LinkHeader {

@@ -37,11 +37,7 @@ impl FilterStats {
             items,
             bits,
             bits_set,
-            fill_ratio: if bits == 0 {
-                0.0
-            } else {
-                bits_set as f64 / bits as f64
-            },
+            fill_ratio: fill_ratio(bits_set, bits),
             estimated_items: sizing::estimate_items(bits, raw.hashes(), bits_set),
             current_fpp: raw.current_fpp(),
             memory_bytes: raw.memory_bytes(),
@@ -59,11 +55,7 @@ impl FilterStats {
             items: parts.iter().map(|p| p.items).sum(),
             bits,
             bits_set,
-            fill_ratio: if bits == 0 {
-                0.0
-            } else {
-                bits_set as f64 / bits as f64
-            },
+            fill_ratio: fill_ratio(bits_set, bits),
             estimated_items: parts.iter().map(|p| p.estimated_items).sum(),
             current_fpp: 1.0 - parts.iter().map(|p| 1.0 - p.current_fpp).product::<f64>(),
             memory_bytes: parts.iter().map(|p| p.memory_bytes).sum(),
@@ -74,5 +66,14 @@ impl FilterStats {
     /// (by the add count or by the estimate from the bits).
     pub fn over_capacity(&self) -> bool {
         self.items > self.capacity || self.estimated_items > self.capacity as f64 * 1.05
+    }
+}
+
+/// The share of bits set; 0 for a filter of no bits.
+fn fill_ratio(bits_set: u64, bits: u64) -> f64 {
+    if bits == 0 {
+        0.0
+    } else {
+        bits_set as f64 / bits as f64
     }
 }

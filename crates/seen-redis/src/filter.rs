@@ -400,14 +400,7 @@ impl RedisFilter {
         self.prealloc_all(ms, false)?;
         let mut batch = self.link.batch();
         let meta = &self.keys.meta;
-        match ms {
-            Some(ms) => {
-                let mut c = cmd1("PEXPIRE", meta);
-                c.arg(ms);
-                batch.add("PEXPIRE", meta, c);
-            }
-            None => batch.add("PERSIST", meta, cmd1("PERSIST", meta)),
-        }
+        set_expiry(&mut batch, meta, ms);
         run_checked(&mut self.link, &batch)?;
         self.refresh()
     }
@@ -524,14 +517,7 @@ impl RedisFilter {
                 let mut c = cmd1("BITFIELD", key);
                 c.arg("SET").arg("u1").arg(last).arg(0);
                 batch.add("BITFIELD", key, c);
-                match ttl_ms {
-                    Some(ms) => {
-                        let mut c = cmd1("PEXPIRE", key);
-                        c.arg(ms);
-                        batch.add("PEXPIRE", key, c);
-                    }
-                    None => batch.add("PERSIST", key, cmd1("PERSIST", key)),
-                }
+                set_expiry(&mut batch, key, ttl_ms);
             }
             run_checked(&mut self.link, &batch)?;
         }
@@ -655,6 +641,18 @@ fn cmd1(name: &str, key: &[u8]) -> Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
+}
+
+/// Queues `PEXPIRE key ms`, or `PERSIST key` where there is no TTL.
+fn set_expiry(batch: &mut Batch, key: &[u8], ttl_ms: Option<u64>) {
+    match ttl_ms {
+        Some(ms) => {
+            let mut c = cmd1("PEXPIRE", key);
+            c.arg(ms);
+            batch.add("PEXPIRE", key, c);
+        }
+        None => batch.add("PERSIST", key, cmd1("PERSIST", key)),
+    }
 }
 
 fn ttl_millis(ttl: Duration) -> Result<u64> {

@@ -26,19 +26,7 @@ pub fn string2ll(s: &[u8]) -> Option<i64> {
         Some(b'1'..=b'9') => {}
         _ => return None,
     }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        // -(i64::MIN) is one more than i64::MAX: negate through i128.
-        i64::try_from(-i128::from(v)).ok()
-    } else {
-        i64::try_from(v).ok()
-    }
+    signed_digits(negative, digits)
 }
 
 /// Parses a RESP3 reply integer: optional sign, then decimal digits.
@@ -51,6 +39,12 @@ pub(crate) fn parse_reply_int(s: &[u8]) -> Option<i64> {
     if digits.is_empty() {
         return None;
     }
+    signed_digits(negative, digits)
+}
+
+/// The `i64` that decimal `digits` (nothing else) with a sign make, if it
+/// fits.
+fn signed_digits(negative: bool, digits: &[u8]) -> Option<i64> {
     let mut v: u64 = 0;
     for &d in digits {
         if !d.is_ascii_digit() {
@@ -59,6 +53,7 @@ pub(crate) fn parse_reply_int(s: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
     }
     if negative {
+        // -(i64::MIN) is one more than i64::MAX: negate through i128.
         i64::try_from(-i128::from(v)).ok()
     } else {
         i64::try_from(v).ok()

@@ -22,7 +22,7 @@ fn server_binary() -> &'static str {
     assert!(
         found,
         "redis-server is not installed: these tests start their own Redis and do not skip. \
-         Install it with `apt-get install -y redis-server redis-tools` (CI does this in .ci/run)."
+         Run the tests with scripts/test, which installs it."
     );
     "redis-server"
 }

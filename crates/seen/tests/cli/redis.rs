@@ -5,11 +5,12 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
+use crate::redis_server::RedisServer;
 use crate::support::*;
 
 #[test]
 fn two_concurrent_processes_share_one_filter() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let url = redis.url();
     let (input, distinct) = urls(120_000, 0.3, 77);
     // Both processes read all of it, in different orders; together they
@@ -120,7 +121,7 @@ fn two_concurrent_processes_share_one_filter() {
 
 #[test]
 fn ttl_applies_to_a_new_filter() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let url = redis.url();
     let o = run(
         &[

@@ -2,11 +2,9 @@
 //! `redis-server`.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 pub fn seen() -> Command {
     Command::new(env!("CARGO_BIN_EXE_seen"))
@@ -128,77 +126,9 @@ pub fn check_dedup(input: &[String], out: &[String]) -> usize {
     firsts.len() - out.len()
 }
 
+/// A port on 127.0.0.1 nobody listens on now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `redis-server` on a free loopback port in a temp dir, without
-/// persistence; stopped by its pid on drop.
-pub struct Redis {
-    child: Child,
-    pub port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Redis {
-    pub fn start() -> Redis {
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect(
-                    "redis-server is not installed: install it with \
-                     `apt-get install -y redis-server redis-tools` (CI does)",
-                );
-            let mut r = Redis {
-                child,
-                port,
-                _dir: dir,
-            };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if r.child.try_wait().unwrap().is_some() {
-                    break; // port taken: try another
-                }
-                if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
-                    let mut b = [0u8; 7];
-                    if c.write_all(b"PING\r\n").is_ok()
-                        && c.read_exact(&mut b).is_ok()
-                        && &b == b"+PONG\r\n"
-                    {
-                        return r;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("redis-server did not start");
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-    }
+    crate::redis_server::free_port(false)
 }
 
 pub fn write_file(path: &Path, data: &[u8]) {

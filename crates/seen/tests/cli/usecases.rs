@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::redis_server::RedisServer;
 use crate::support::*;
 
 fn repo() -> PathBuf {
@@ -75,7 +76,7 @@ fn crawler_on_one_machine_resumes_across_runs() {
 #[test]
 fn crawler_fleet_through_redis() {
     let script = example("crawl_many_machines.sh");
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let (all, distinct) = urls(60_000, 0.3, 41);
     let (a, b) = all.split_at(30_000);
