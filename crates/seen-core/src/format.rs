@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 
 use crate::bloom::{BloomFilter, DEFAULT_MAX_BYTES};
 use crate::counting::CountingBloomFilter;
-use crate::error::{corrupt, ErrorKind, Result};
+use crate::error::{corrupt, Error, ErrorKind, Result};
 use crate::hash::HashAlgorithm;
 use crate::raw::{Layout, RawFilter};
 use crate::scalable::{link_mut, ChainParams, ScalableBloomFilter, MAX_LINKS};
@@ -552,11 +552,7 @@ impl BloomFilter {
     pub fn decode<R: Read>(r: R, opts: &DecodeOptions) -> Result<Self> {
         match decode(r, opts)? {
             AnyFilter::Bloom(f) => Ok(f),
-            other => Err(ErrorKind::Incompatible(format!(
-                "expected a Bloom filter, found a {:?} filter",
-                other.kind()
-            ))
-            .into()),
+            other => Err(wrong_kind("Bloom", &other)),
         }
     }
 }
@@ -596,11 +592,7 @@ impl ScalableBloomFilter {
     pub fn decode<R: Read>(r: R, opts: &DecodeOptions) -> Result<Self> {
         match decode(r, opts)? {
             AnyFilter::Scalable(f) => Ok(f),
-            other => Err(ErrorKind::Incompatible(format!(
-                "expected a scalable filter, found a {:?} filter",
-                other.kind()
-            ))
-            .into()),
+            other => Err(wrong_kind("scalable", &other)),
         }
     }
 
@@ -641,13 +633,18 @@ impl CountingBloomFilter {
     pub fn decode<R: Read>(r: R, opts: &DecodeOptions) -> Result<Self> {
         match decode(r, opts)? {
             AnyFilter::Counting(f) => Ok(f),
-            other => Err(ErrorKind::Incompatible(format!(
-                "expected a counting filter, found a {:?} filter",
-                other.kind()
-            ))
-            .into()),
+            other => Err(wrong_kind("counting", &other)),
         }
     }
+}
+
+/// The error of a typed decode that found another kind of filter.
+fn wrong_kind(expected: &str, found: &AnyFilter) -> Error {
+    ErrorKind::Incompatible(format!(
+        "expected a {expected} filter, found a {:?} filter",
+        found.kind()
+    ))
+    .into()
 }
 
 #[cfg(test)]

@@ -374,12 +374,7 @@ impl RedisFilter {
         let mut batch = self.link.batch();
         batch.add("UNLINK", &self.keys.meta, cmd1("UNLINK", &self.keys.meta));
         run_checked(&mut self.link, &batch)?;
-        for (shards, done) in self
-            .keys
-            .shards
-            .chunks(SHARDS_PER_PIPELINE)
-            .zip(self.done.chunks(SHARDS_PER_PIPELINE))
-        {
+        for (shards, done) in in_pipelines(&self.keys.shards, &self.done) {
             let mut batch = self.link.batch();
             for key in shards.iter().chain(done) {
                 batch.add("UNLINK", key, cmd1("UNLINK", key));
@@ -499,12 +494,7 @@ impl RedisFilter {
     /// expire it under this one). 1,024 shards per pipeline.
     fn prealloc_all(&mut self, ttl_ms: Option<u64>, unlink: bool) -> Result<()> {
         let last = self.meta.plan.last_unused_offset();
-        for (shards, done) in self
-            .keys
-            .shards
-            .chunks(SHARDS_PER_PIPELINE)
-            .zip(self.done.chunks(SHARDS_PER_PIPELINE))
-        {
+        for (shards, done) in in_pipelines(&self.keys.shards, &self.done) {
             let mut batch = self.link.batch();
             // This handle's answers are of rounds already answered.
             for key in done {
@@ -641,6 +631,17 @@ fn cmd1(name: &str, key: &[u8]) -> Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
+}
+
+/// The shard keys and this handle's answer keys, a pipeline's worth at a
+/// time.
+fn in_pipelines<'a>(
+    shards: &'a [Vec<u8>],
+    done: &'a [Vec<u8>],
+) -> impl Iterator<Item = (&'a [Vec<u8>], &'a [Vec<u8>])> {
+    shards
+        .chunks(SHARDS_PER_PIPELINE)
+        .zip(done.chunks(SHARDS_PER_PIPELINE))
 }
 
 /// Queues `PEXPIRE key ms`, or `PERSIST key` where there is no TTL.
