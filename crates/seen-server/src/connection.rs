@@ -43,8 +43,6 @@ async fn run_batch(
         let n = cmd::fusable_len(client, &reqs[i..]);
         if n >= 2 {
             let replies = cmd::execute_fused(shared, client, &reqs[i..i + n]);
-            let errors = replies.iter().filter(|r| matches!(r, Reply::Error(_)));
-            (shared.stats.errors).fetch_add(errors.count() as u64, Ordering::Relaxed);
             for r in &replies {
                 r.encode(client.proto, out);
             }
@@ -129,6 +127,7 @@ pub(crate) async fn serve(
         if n == 0 {
             break;
         }
+        (shared.stats.net_input).fetch_add(n as u64, Ordering::Relaxed);
         loop {
             let mut fatal = None;
             while reqs.len() < MAX_BATCH {
@@ -157,6 +156,7 @@ pub(crate) async fn serve(
                 if stream.write_all(&output).await.is_err() {
                     break 'conn;
                 }
+                (shared.stats.net_output).fetch_add(output.len() as u64, Ordering::Relaxed);
                 output.clear();
                 if output.capacity() > 4 * MAX_OUTPUT {
                     output = BytesMut::with_capacity(16 * 1024);

@@ -36,8 +36,10 @@ mod cmd;
 mod config;
 mod connection;
 mod glob;
+mod latency;
 mod server;
 mod state;
+mod stats;
 
 pub use bf_config::{BfDefaults, BfSetting};
 pub use config::{default_maxmemory, Config};

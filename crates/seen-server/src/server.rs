@@ -101,7 +101,7 @@ impl Server {
             port = l.local_addr().map(|a| a.port()).unwrap_or(port);
             listeners.push(l);
         }
-        let shared = Shared::new(store, config, port);
+        let shared = Shared::new(store, config, port, crate::cmd::command_names());
         Ok(Server { shared, listeners })
     }
 
@@ -134,6 +134,7 @@ impl Server {
         if let Some(limit) = shared.config.save_log_size {
             tasks.push(tokio::spawn(log_size_watch(shared.clone(), limit)));
         }
+        tasks.push(tokio::spawn(sample_ops(shared.clone())));
         let mut rx = shared.shutdown.subscribe();
         while !*rx.borrow() {
             if rx.changed().await.is_err() {
@@ -187,7 +188,10 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         let n = shared.connected.fetch_add(1, Ordering::AcqRel);
         if n >= shared.config.maxclients {
             shared.connected.fetch_sub(1, Ordering::AcqRel);
-            shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            shared
+                .stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"-ERR max number of clients reached\r\n")
@@ -227,6 +231,16 @@ async fn checkpoint_timer(shared: Arc<Shared>, every: Duration) {
             continue;
         }
         background_checkpoint(&shared).await;
+    }
+}
+
+/// Samples the command rate ten times a second, for
+/// `instantaneous_ops_per_sec` (as Redis's server cron does).
+async fn sample_ops(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        shared.stats.sample_ops();
     }
 }
 
@@ -305,7 +319,7 @@ mod tests {
     fn a_connection_whose_task_panics_is_no_longer_counted() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        let shared = Shared::new(store, Config::default(), 0);
+        let shared = Shared::new(store, Config::default(), 0, crate::cmd::command_names());
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -9,17 +9,7 @@ use tokio::sync::watch;
 
 use crate::bf_config::BfDefaults;
 use crate::config::Config;
-
-/// Server-wide counters for `INFO stats`.
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) commands: AtomicU64,
-    pub(crate) connections: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) hits: AtomicU64,
-    pub(crate) misses: AtomicU64,
-}
+use crate::stats::Stats;
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
@@ -90,14 +80,21 @@ pub(crate) fn unix_now() -> i64 {
 }
 
 impl Shared {
-    pub(crate) fn new(store: Store, config: Config, port: u16) -> Arc<Shared> {
+    /// The shared state of a server whose command table has the commands
+    /// `commands`, in order.
+    pub(crate) fn new(
+        store: Store,
+        config: Config,
+        port: u16,
+        commands: Vec<&'static str>,
+    ) -> Arc<Shared> {
         let (tx, _) = watch::channel(false);
         Arc::new(Shared {
             store,
             bf: Mutex::new(config.bf.clone()),
             auth_failures: AuthFailures::default(),
             config,
-            stats: Stats::default(),
+            stats: Stats::new(commands),
             started: Instant::now(),
             port,
             next_client_id: AtomicU64::new(1),

@@ -1,7 +1,6 @@
-//! Commands that run the server: `CONFIG`, `INFO`, `MODULE`, `SAVE`,
-//! `BGSAVE`, `LASTSAVE`, `SHUTDOWN`.
+//! Commands that run the server: `CONFIG`, `MODULE`, `SAVE`, `BGSAVE`,
+//! `LASTSAVE`, `SHUTDOWN`.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -9,7 +8,7 @@ use seen_resp::Reply;
 use seen_store::FsyncPolicy;
 
 use super::context::Ctx;
-use super::identity::{bf_module, REDIS_VERSION};
+use super::identity::bf_module;
 use super::replies::{store_error, syntax_error, wrong_arity};
 use crate::args::is;
 use crate::bf_config::BfSetting;
@@ -126,17 +125,7 @@ pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         Reply::Map(out)
     } else if is(sub, "resetstat") {
-        let s = &ctx.shared.stats;
-        for c in [
-            &s.commands,
-            &s.connections,
-            &s.rejected,
-            &s.errors,
-            &s.hits,
-            &s.misses,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
+        ctx.shared.stats.reset();
         Reply::ok()
     } else if is(sub, "set") {
         config_set(ctx, args)
@@ -157,125 +146,6 @@ pub(crate) fn module(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             String::from_utf8_lossy(&args[1])
         ))
     }
-}
-
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
-pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let all = args.len() == 1
-        || args[1..]
-            .iter()
-            .any(|a| is(a, "all") || is(a, "everything") || is(a, "default"));
-    let want = |s: &str| all || args[1..].iter().any(|a| is(a, s));
-    let sh = ctx.shared;
-    let c = &sh.config;
-    let mut out = String::new();
-    if want("server") {
-        let _ = write!(
-            out,
-            "# Server\r\nredis_version:{}\r\nseen_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:seen\r\nconfig_file:\r\n\r\n",
-            REDIS_VERSION,
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::process::id(),
-            sh.port,
-            sh.started.elapsed().as_secs(),
-            sh.started.elapsed().as_secs() / 86400,
-        );
-    }
-    if want("clients") {
-        let _ = write!(
-            out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
-            sh.connected.load(Ordering::Relaxed),
-            c.maxclients
-        );
-    }
-    if want("memory") {
-        let used = sh.store.memory_bytes();
-        let _ = write!(
-            out,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:noeviction\r\nmax_filter_bytes:{}\r\n\r\n",
-            human(used),
-            rss_bytes(),
-            c.maxmemory,
-            c.max_filter_bytes,
-        );
-    }
-    if want("persistence") {
-        let _ = write!(
-            out,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nseen_log_bytes:{}\r\n{}dir:{}\r\n\r\n",
-            sh.dirty.load(Ordering::Relaxed),
-            u8::from(sh.bgsave_in_progress.load(Ordering::Relaxed)),
-            sh.lastsave.load(Ordering::Relaxed),
-            if sh.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
-            if sh.store.log_failed() { "err" } else { "ok" },
-            match c.fsync {
-                FsyncPolicy::Always => "always",
-                FsyncPolicy::EverySec => "everysec",
-                FsyncPolicy::No => "no",
-            },
-            sh.store.log_bytes(),
-            // How far back a power loss now could reach: under `always`
-            // nothing acknowledged, under `no` unknown (no field).
-            match (c.fsync, sh.store.unsynced_for()) {
-                (_, Some(d)) => format!("seen_unsynced_ms:{}\r\n", d.as_millis()),
-                (FsyncPolicy::Always, None) => "seen_unsynced_ms:0\r\n".to_string(),
-                _ => String::new(),
-            },
-            c.dir.display(),
-        );
-    }
-    if want("stats") {
-        let s = &sh.stats;
-        let _ = write!(
-            out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\ntotal_error_replies:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\r\n",
-            s.connections.load(Ordering::Relaxed),
-            s.commands.load(Ordering::Relaxed),
-            s.rejected.load(Ordering::Relaxed),
-            s.errors.load(Ordering::Relaxed),
-            s.hits.load(Ordering::Relaxed),
-            s.misses.load(Ordering::Relaxed),
-        );
-    }
-    if want("keyspace") {
-        let names = sh.store.names();
-        let expires = names
-            .iter()
-            .filter(|n| matches!(sh.store.expires_at(n), Ok(Some(Some(_)))))
-            .count();
-        out.push_str("# Keyspace\r\n");
-        if !names.is_empty() {
-            let _ = write!(
-                out,
-                "db0:keys={},expires={expires},avg_ttl=0\r\n",
-                names.len()
-            );
-        }
-        out.push_str("\r\n");
-    }
-    while out.ends_with("\r\n\r\n") {
-        out.truncate(out.len() - 2);
-    }
-    Reply::verbatim_text(out)
-}
-
-fn human(b: u64) -> String {
-    const U: [&str; 5] = ["B", "K", "M", "G", "T"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.2}{}", U[i])
 }
 
 pub(crate) fn save(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {

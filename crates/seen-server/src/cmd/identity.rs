@@ -8,12 +8,16 @@ use seen_resp::Reply;
 /// recorded). Clients use it to pick features.
 pub(crate) const REDIS_VERSION: &str = "7.0.15";
 
+/// The RedisBloom version seen answers as (2.8.20, in RedisBloom's
+/// encoding).
+pub(crate) const BF_MODULE_VERSION: i64 = 20820;
+
 /// The `bf` module seen stands in for (`MODULE LIST`, `HELLO`), so that
 /// clients that look for RedisBloom find it.
 pub(crate) fn bf_module() -> Reply {
     Reply::Map(vec![
         (Reply::bulk("name"), Reply::bulk("bf")),
-        (Reply::bulk("ver"), Reply::Integer(20820)),
+        (Reply::bulk("ver"), Reply::Integer(BF_MODULE_VERSION)),
         (Reply::bulk("path"), Reply::bulk("seen")),
         (Reply::bulk("args"), Reply::Array(vec![])),
     ])

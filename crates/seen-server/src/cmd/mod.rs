@@ -19,12 +19,14 @@ mod context;
 mod docs;
 mod expire;
 mod identity;
+mod info;
 mod key_kind;
 mod keys;
 mod replies;
 mod table;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use seen_resp::{lowercase_name, Reply, Request};
@@ -34,50 +36,68 @@ use context::Ctx;
 use replies::wrong_arity;
 
 use crate::state::Shared;
+use crate::stats::{CommandIndex, Outcome};
 
-/// Runs one request. Every error reply counts in `total_error_replies`,
-/// as in Redis (an unknown command, `NOAUTH`, a wrong arity included).
+/// The names of the commands, in the table's order (for the counters).
+pub(crate) fn command_names() -> Vec<&'static str> {
+    table::COMMANDS.iter().map(|s| s.name).collect()
+}
+
+/// Runs one request and counts it: every error reply by its prefix (an
+/// unknown command included), and a known command's call, time and
+/// outcome, as Redis does.
 pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
-    let reply = run(shared, client, req);
-    if matches!(reply, Reply::Error(_)) {
-        shared
-            .stats
-            .errors
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    let (reply, counted) = run(shared, client, req);
+    if let Reply::Error(text) = &reply {
+        shared.stats.error_reply(text);
+    }
+    if let Some((cmd, ran)) = counted {
+        let outcome = match (&reply, ran) {
+            (_, false) => Outcome::Rejected,
+            (Reply::Error(_), true) => Outcome::Failed,
+            _ => Outcome::Ok,
+        };
+        shared.stats.command(cmd, 1, started.elapsed(), outcome);
     }
     reply
 }
 
-fn run(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
+/// Runs one request: its reply, and for a known command its place and
+/// whether it ran (false: refused before, for arity or authentication).
+fn run(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    req: &Request,
+) -> (Reply, Option<(CommandIndex, bool)>) {
     let args = req.args();
     let Some(name) = args.first() else {
-        return Reply::error("ERR empty command");
+        return (Reply::error("ERR empty command"), None);
     };
     let mut buf = [0u8; 32];
     let Some(lower) = lowercase_name(name, &mut buf) else {
-        return unknown_command(args);
+        return (unknown_command(args), None);
     };
-    let Some(spec) = table::lookup(lower) else {
-        return unknown_command(args);
+    let Some((cmd, spec)) = table::lookup(lower) else {
+        return (unknown_command(args), None);
     };
-    shared
-        .stats
-        .commands
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if !client.authenticated && !matches!(spec.name, "auth" | "hello" | "quit") {
-        return Reply::error("NOAUTH Authentication required.");
+        return (
+            Reply::error("NOAUTH Authentication required."),
+            Some((cmd, false)),
+        );
     }
     if (spec.arity > 0 && args.len() != spec.arity as usize)
         || (spec.arity < 0 && args.len() < (-spec.arity) as usize)
     {
-        return wrong_arity(spec.name);
+        return (wrong_arity(spec.name), Some((cmd, false)));
     }
     let mut ctx = Ctx {
         shared,
         client,
         commands: table::COMMANDS,
     };
-    (spec.handler)(&mut ctx, args)
+    ((spec.handler)(&mut ctx, args), Some((cmd, true)))
 }
 
 /// Which fused family a request belongs to: adds (`BF.ADD`, `BF.MADD`) or
@@ -132,10 +152,54 @@ pub(crate) fn execute_fused(
     client: &mut Client,
     reqs: &[Request],
 ) -> Vec<Reply> {
-    shared
-        .stats
-        .commands
-        .fetch_add(reqs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    let replies = run_fused(shared, client, reqs);
+    count_fused(shared, &reqs[..replies.len()], &replies, started.elapsed());
+    replies
+}
+
+/// Counts the commands of a fused run as if each had run alone: a run of
+/// the same command as one update of its counters, the run's time shared
+/// out by commands.
+fn count_fused(shared: &Shared, reqs: &[Request], replies: &[Reply], elapsed: Duration) {
+    let per_command = elapsed / reqs.len().max(1) as u32;
+    let mut i = 0;
+    while i < reqs.len() {
+        let name = &reqs[i].args()[0];
+        let same = reqs[i..]
+            .iter()
+            .take_while(|r| r.args()[0].eq_ignore_ascii_case(name))
+            .count();
+        let mut ok = 0u64;
+        for reply in &replies[i..i + same] {
+            match reply {
+                Reply::Error(text) => shared.stats.error_reply(text),
+                Reply::Array(items) => {
+                    ok += 1;
+                    for item in items {
+                        if let Reply::Error(text) = item {
+                            shared.stats.error_reply(text);
+                        }
+                    }
+                }
+                _ => ok += 1,
+            }
+        }
+        let mut buf = [0u8; 32];
+        let cmd = lowercase_name(name, &mut buf).and_then(table::lookup);
+        if let Some((cmd, _)) = cmd {
+            let failed = same as u64 - ok;
+            let stats = &shared.stats;
+            stats.command(cmd, ok, per_command * ok as u32, Outcome::Ok);
+            stats.command(cmd, failed, per_command * failed as u32, Outcome::Failed);
+        }
+        i += same;
+    }
+}
+
+/// The replies of a fused run (fewer than the requests when a full filter
+/// stopped a run of adds).
+fn run_fused(shared: &Arc<Shared>, client: &mut Client, reqs: &[Request]) -> Vec<Reply> {
     let key = reqs[0].args()[1].clone();
     let add = fused_kind(reqs[0].args()).is_some_and(|(a, _)| a);
     let items: Vec<Bytes> = reqs

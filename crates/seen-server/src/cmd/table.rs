@@ -3,7 +3,8 @@
 
 use super::context::Spec;
 use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, client, command};
-use super::{expire, keys};
+use super::{expire, info, keys};
+use crate::stats::CommandIndex;
 
 const W: &[&str] = &["write", "denyoom"];
 const R: &[&str] = &["readonly", "fast"];
@@ -234,7 +235,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        admin::info,
+        info::info,
         "Returns information and statistics about the server"
     ),
     spec!(
@@ -440,7 +441,8 @@ pub(crate) static COMMANDS: &[Spec] = &[
     ),
 ];
 
-/// The spec of a lowercase command name.
-pub(crate) fn lookup(lower: &[u8]) -> Option<&'static Spec> {
-    COMMANDS.iter().find(|s| s.name.as_bytes() == lower)
+/// The place and spec of a lowercase command name.
+pub(crate) fn lookup(lower: &[u8]) -> Option<(CommandIndex, &'static Spec)> {
+    let i = COMMANDS.iter().position(|s| s.name.as_bytes() == lower)?;
+    Some((CommandIndex(i), &COMMANDS[i]))
 }

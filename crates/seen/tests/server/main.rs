@@ -6,6 +6,7 @@ mod clients;
 mod drop_in;
 mod limits;
 mod memory;
+mod metrics;
 mod protocol;
 mod restart;
 mod settings;

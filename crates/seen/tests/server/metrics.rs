@@ -1,0 +1,214 @@
+//! What an operator watches: `INFO` counters as Redis 7 writes them, read
+//! by the real Prometheus exporter for Redis.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{free_port, text, Raw, Server};
+
+/// The value of `field` in one line of `INFO <section>` (`name:...`),
+/// e.g. `calls` of `cmdstat_bf.add`.
+fn info_item(c: &mut Raw, section: &str, line: &str, field: &str) -> Option<String> {
+    let info = text(&c.cmd(&["INFO", section]));
+    let rest = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{line}:")))?
+        .trim()
+        .to_string();
+    rest.split(',')
+        .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+        .map(str::to_string)
+}
+
+fn count(c: &mut Raw, section: &str, line: &str, field: &str) -> u64 {
+    info_item(c, section, line, field)
+        .unwrap_or_else(|| panic!("no {line} {field} in INFO {section}"))
+        .parse()
+        .unwrap()
+}
+
+/// Pipelined adds (run fused), single commands, a refused and a failed
+/// call and an unknown command land in `commandstats`, `errorstats` and
+/// `latencystats` as Redis counts them; `CONFIG RESETSTAT` clears them.
+#[test]
+fn info_counts_calls_failures_errors_and_latencies_as_redis_7() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("d"), &[]);
+    let mut c = server.raw();
+    assert_eq!(
+        c.cmd(&["BF.RESERVE", "full", "0.01", "2", "NONSCALING"]),
+        b"+OK\r\n"
+    );
+    for i in 0..100 {
+        c.send(&["BF.ADD", "k", &format!("item-{i}")]);
+    }
+    for _ in 0..100 {
+        assert_eq!(c.read_reply_bytes().unwrap(), b":1\r\n");
+    }
+    c.cmd(&["BF.EXISTS", "k", "item-1"]);
+    c.cmd(&["BF.ADD", "k"]); // RedisBloom's own arity check: a failed call
+    c.cmd(&["GET", "x"]); // unknown: counted in errorstats only
+    c.cmd(&["ECHO", "a", "b"]); // arity in the table: a rejected call
+    for i in 0..2 {
+        assert_eq!(c.cmd(&["BF.ADD", "full", &format!("{i}")]), b":1\r\n");
+    }
+    assert_eq!(
+        c.cmd(&["BF.ADD", "full", "3"]),
+        b"-ERR non scaling filter is full\r\n"
+    );
+
+    let calls = count(&mut c, "commandstats", "cmdstat_bf.add", "calls");
+    assert_eq!(calls, 100 + 1 + 3, "every BF.ADD that ran");
+    assert_eq!(
+        count(&mut c, "commandstats", "cmdstat_bf.add", "failed_calls"),
+        2
+    );
+    assert_eq!(
+        count(&mut c, "commandstats", "cmdstat_echo", "rejected_calls"),
+        1
+    );
+    assert_eq!(count(&mut c, "commandstats", "cmdstat_echo", "calls"), 0);
+    assert_eq!(
+        count(&mut c, "commandstats", "cmdstat_bf.exists", "calls"),
+        1
+    );
+    let usec = count(&mut c, "commandstats", "cmdstat_bf.add", "usec");
+    assert!(usec < 10_000_000, "{usec} us for 104 adds");
+    assert_eq!(count(&mut c, "errorstats", "errorstat_ERR", "count"), 4);
+    let p50: f64 = info_item(
+        &mut c,
+        "latencystats",
+        "latency_percentiles_usec_bf.add",
+        "p50",
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    let p999: f64 = info_item(
+        &mut c,
+        "latencystats",
+        "latency_percentiles_usec_bf.add",
+        "p99.9",
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    assert!(p50 > 0.0 && p50 <= p999, "p50 {p50} p99.9 {p999}");
+    let stats = text(&c.cmd(&["INFO", "stats"]));
+    for field in [
+        "instantaneous_ops_per_sec:",
+        "total_net_input_bytes:",
+        "total_net_output_bytes:",
+    ] {
+        assert!(stats.contains(field), "{field} in {stats}");
+    }
+    // The default sections leave the per-command ones out, as Redis does.
+    let default = text(&c.cmd(&["INFO"]));
+    assert!(default.contains("# Errorstats") && !default.contains("# Commandstats"));
+
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    assert!(info_item(&mut c, "commandstats", "cmdstat_bf.add", "calls").is_none());
+    assert!(info_item(&mut c, "errorstats", "errorstat_ERR", "count").is_none());
+}
+
+/// A `prometheus-redis-exporter` process, stopped by its pid on drop.
+struct Exporter {
+    child: Child,
+    port: u16,
+}
+
+impl Exporter {
+    fn start(redis_port: u16) -> Exporter {
+        let port = free_port();
+        let child = Command::new("prometheus-redis-exporter")
+            .arg("-redis.addr")
+            .arg(format!("redis://127.0.0.1:{redis_port}"))
+            .arg("-web.listen-address")
+            .arg(format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "prometheus-redis-exporter is not installed: run the tests with \
+                 scripts/test, which installs it",
+            );
+        Exporter { child, port }
+    }
+
+    /// The text of `/metrics`, once the exporter answers.
+    fn scrape(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let request = format!(
+                    "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n",
+                    self.port
+                );
+                let mut body = String::new();
+                if s.write_all(request.as_bytes()).is_ok() && s.read_to_string(&mut body).is_ok() {
+                    if let Some((head, body)) = body.split_once("\r\n\r\n") {
+                        assert!(
+                            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+                            "{head}"
+                        );
+                        return body.to_string();
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "the exporter did not answer");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        // SAFETY: kill only sends a signal to the exporter's own pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of a sample of `/metrics` (`name{labels} value`).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+#[test]
+fn the_prometheus_exporter_for_redis_reads_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("d"), &[]);
+    let mut c = server.raw();
+    for i in 0..250 {
+        c.send(&["BF.ADD", "urls", &format!("https://example.com/{i}")]);
+    }
+    for _ in 0..250 {
+        assert_eq!(c.read_reply_bytes().unwrap(), b":1\r\n");
+    }
+    c.cmd(&["BF.ADD", "other", "x"]);
+    let exporter = Exporter::start(server.port);
+    let m = exporter.scrape();
+    assert_eq!(sample(&m, "redis_up"), Some(1.0), "{m}");
+    assert_eq!(
+        sample(&m, "redis_commands_total{cmd=\"bf.add\"}"),
+        Some(251.0),
+        "{m}"
+    );
+    let secs = sample(&m, "redis_commands_duration_seconds_total{cmd=\"bf.add\"}");
+    assert!(secs.is_some_and(|s| s > 0.0 && s < 10.0), "{secs:?}");
+    assert_eq!(sample(&m, "redis_db_keys{db=\"db0\"}"), Some(2.0));
+    let used = sample(&m, "redis_memory_used_bytes").unwrap();
+    assert!(used >= 2.0 * 64.0, "{used}");
+    assert!(
+        sample(&m, "redis_latency_percentiles_usec_count{cmd=\"bf.add\"}") == Some(251.0),
+        "{m}"
+    );
+}
