@@ -35,7 +35,7 @@ use crate::error::{ErrorKind, Result};
 /// ```
 #[derive(Debug)]
 pub struct MemoryBudget {
-    limit: u64,
+    limit: AtomicU64,
     used: AtomicU64,
 }
 
@@ -43,14 +43,20 @@ impl MemoryBudget {
     /// A budget of `limit` bytes, none used.
     pub fn new(limit: u64) -> Arc<MemoryBudget> {
         Arc::new(MemoryBudget {
-            limit,
+            limit: AtomicU64::new(limit),
             used: AtomicU64::new(0),
         })
     }
 
     /// The limit.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit. Charges already taken stay, even past a lower
+    /// limit; later charges fail until enough is given back.
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Ordering::Relaxed);
     }
 
     /// Bytes charged and not yet given back.
@@ -60,7 +66,7 @@ impl MemoryBudget {
 
     /// Bytes left under the limit (0 when past it).
     pub fn available(&self) -> u64 {
-        self.limit.saturating_sub(self.used())
+        self.limit().saturating_sub(self.used())
     }
 
     /// Takes `bytes` from the budget, or fails with
@@ -89,7 +95,7 @@ impl MemoryBudget {
     fn take(&self, bytes: u64) -> Result<()> {
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
-            let left = self.limit.saturating_sub(used);
+            let left = self.limit().saturating_sub(used);
             if bytes > left {
                 return Err(ErrorKind::TooLarge {
                     needed: bytes,

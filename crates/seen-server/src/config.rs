@@ -58,6 +58,9 @@ pub struct Config {
     /// RedisBloom's `bf-*` settings at start (`CONFIG SET` changes them
     /// while the server runs).
     pub bf: BfDefaults,
+    /// The settings file it started with, if any: `CONFIG REWRITE` writes
+    /// to it, `INFO server` shows it.
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -78,6 +81,7 @@ impl Default for Config {
             save_log_size: Some(DEFAULT_SAVE_LOG_SIZE),
             salvage: false,
             threads: 0,
+            config_file: None,
             bf: BfDefaults::default(),
         }
     }

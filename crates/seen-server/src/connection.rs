@@ -98,12 +98,14 @@ pub(crate) async fn serve(
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut reqs: Vec<Request> = Vec::new();
-    let timeout = shared.config.timeout;
     tracing::debug!(id, addr = %client.addr, "client connected");
     'conn: loop {
         if *shutdown.borrow() {
             break;
         }
+        // Read each time: CONFIG SET timeout applies to clients connected
+        // already, as in Redis.
+        let timeout = shared.runtime.timeout();
         let idle = async {
             match timeout {
                 Some(t) => tokio::time::sleep(t).await,

@@ -34,13 +34,16 @@ pub mod bf_config;
 mod blocking;
 mod cmd;
 mod config;
+mod config_file;
 mod connection;
 mod glob;
 mod latency;
+mod runtime;
 mod server;
 mod state;
 mod stats;
 
 pub use bf_config::{BfDefaults, BfSetting};
 pub use config::{default_maxmemory, Config};
+pub use config_file::{read_config_file, rewrite_config_file, ConfigFileError, FileSetting};
 pub use server::{run_blocking, Server, ServerError, ShutdownHandle};

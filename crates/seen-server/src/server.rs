@@ -186,7 +186,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         };
         shared.stats.connections.fetch_add(1, Ordering::Relaxed);
         let n = shared.connected.fetch_add(1, Ordering::AcqRel);
-        if n >= shared.config.maxclients {
+        if n >= shared.runtime.maxclients() {
             shared.connected.fetch_sub(1, Ordering::AcqRel);
             shared
                 .stats

@@ -9,11 +9,14 @@ use tokio::sync::watch;
 
 use crate::bf_config::BfDefaults;
 use crate::config::Config;
+use crate::runtime::Runtime;
 use crate::stats::Stats;
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) config: Config,
+    /// The settings `CONFIG SET` changes.
+    pub(crate) runtime: Runtime,
     pub(crate) stats: Stats,
     pub(crate) started: Instant,
     pub(crate) port: u16,
@@ -93,6 +96,7 @@ impl Shared {
             store,
             bf: Mutex::new(config.bf.clone()),
             auth_failures: AuthFailures::default(),
+            runtime: Runtime::new(&config),
             config,
             stats: Stats::new(commands),
             started: Instant::now(),

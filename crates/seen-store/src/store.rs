@@ -460,6 +460,20 @@ impl Store {
         self.inner.budget.available()
     }
 
+    /// The limit of all filters' memory together ([`max_memory`] at open).
+    ///
+    /// [`max_memory`]: crate::StoreOptions::max_memory
+    pub fn max_memory(&self) -> u64 {
+        self.inner.budget.limit()
+    }
+
+    /// Changes the limit of all filters' memory together: filters already
+    /// past a lower limit are kept, and creates and growth fail until
+    /// enough memory is given back.
+    pub fn set_max_memory(&self, bytes: u64) {
+        self.inner.budget.set_limit(bytes);
+    }
+
     /// Directory of the log.
     pub fn log_dir(&self) -> &Path {
         self.inner.log.dir()

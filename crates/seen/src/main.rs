@@ -42,7 +42,10 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => {
+            let cli: Vec<_> = std::env::args_os().skip(2).collect();
+            serve::with_config_file(args, &cli).and_then(serve::run)
+        }
         Command::Dedup(args) => dedup::run(args),
         Command::Calc(args) => calc::run(args),
         Command::Inspect(args) => inspect::run(args),

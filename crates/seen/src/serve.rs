@@ -1,5 +1,6 @@
 //! `seen serve`.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -7,8 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
-use seen_server::{BfDefaults, BfSetting, Config};
+use clap::parser::ValueSource;
+use clap::{Args, FromArgMatches};
+use seen_server::{read_config_file, BfDefaults, BfSetting, Config};
 use seen_store::FsyncPolicy;
 
 use crate::units::parse_bytes;
@@ -28,6 +30,13 @@ use crate::units::parse_bytes;
       Serve the network (protect it with --requirepass), at most 8 GiB of
       filters.")]
 pub(crate) struct ServeArgs {
+    /// Settings file: TOML, one key per flag, named as the flag without its
+    /// dashes (`port = 6380`, `fsync = "always"`, `bind = ["127.0.0.1"]`,
+    /// `salvage = true`); a flag given on the command line overrides the
+    /// file. `CONFIG REWRITE` writes the settings `CONFIG SET` changed back
+    /// into it. packaging/seen.toml lists every key.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Data directory: snapshots and write-ahead log (created if missing).
     #[arg(long, default_value = "seen-data", value_name = "DIR")]
     dir: PathBuf,
@@ -128,6 +137,69 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     s.parse()
 }
 
+/// `seen serve`'s flags as a command of their own.
+fn serve_command() -> clap::Command {
+    ServeArgs::augment_args(clap::Command::new("serve").no_binary_name(true))
+}
+
+/// Clap's message of a bad value, as one line.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or_default().trim();
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
+}
+
+/// The flags of `seen serve` with the settings of its `--config` file
+/// under them: each setting is checked as its flag would be (a bad one is
+/// refused with its line), and taken where the command line (or the
+/// flag's environment variable) did not give that flag. `cli` is what
+/// followed `serve` on the command line.
+pub(crate) fn with_config_file(a: ServeArgs, cli: &[OsString]) -> anyhow::Result<ServeArgs> {
+    let Some(path) = a.config.clone() else {
+        return Ok(a);
+    };
+    let settings = read_config_file(&path)?;
+    let cmd = serve_command();
+    let given = cmd.clone().try_get_matches_from(cli)?;
+    let mut from_file: Vec<OsString> = Vec::new();
+    for s in settings {
+        let at = format!("{} line {}: key '{}'", path.display(), s.line, s.key);
+        let arg = cmd
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(s.key.as_str()) && arg.get_id() != "config")
+            .ok_or_else(|| {
+                anyhow::anyhow!("{at}: not a setting (the keys are the flags of `seen serve --help` without their dashes)")
+            })?;
+        let flag = OsString::from(format!("--{}", s.key));
+        let mut args = Vec::new();
+        if s.switch {
+            if !s.values.is_empty() {
+                args.push(flag);
+            }
+        } else {
+            for v in &s.values {
+                args.extend([flag.clone(), OsString::from(v)]);
+            }
+        }
+        cmd.clone()
+            .try_get_matches_from(&args)
+            .map_err(|e| anyhow::anyhow!("{at}: {}", clap_message(&e)))?;
+        let on_command_line = matches!(
+            given.value_source(arg.get_id().as_str()),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        if !on_command_line {
+            from_file.extend(args);
+        }
+    }
+    let all: Vec<OsString> = from_file.into_iter().chain(cli.iter().cloned()).collect();
+    let merged = cmd.try_get_matches_from(all)?;
+    let mut merged = ServeArgs::from_arg_matches(&merged)?;
+    // CONFIG REWRITE writes to the file wherever the server's directory is.
+    merged.config = Some(std::path::absolute(&path)?);
+    Ok(merged)
+}
+
 pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -172,6 +244,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         salvage: a.salvage,
         threads: a.threads,
         bf,
+        config_file: a.config,
     };
     let dir = config.dir.clone();
     seen_server::run_blocking(config).with_context(|| format!("serving from {}", dir.display()))?;

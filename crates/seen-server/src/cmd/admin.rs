@@ -1,141 +1,16 @@
-//! Commands that run the server: `CONFIG`, `MODULE`, `SAVE`, `BGSAVE`,
-//! `LASTSAVE`, `SHUTDOWN`.
+//! Commands that run the server: `MODULE`, `SAVE`, `BGSAVE`, `LASTSAVE`,
+//! `SHUTDOWN`.
 
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use seen_resp::Reply;
-use seen_store::FsyncPolicy;
 
 use super::context::Ctx;
 use super::identity::bf_module;
-use super::replies::{store_error, syntax_error, wrong_arity};
+use super::replies::{store_error, syntax_error};
 use crate::args::is;
-use crate::bf_config::BfSetting;
 use crate::blocking::blocking;
-use crate::glob;
-
-/// The settings `CONFIG GET` reports, as Redis and RedisBloom name them.
-fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
-    let c = &ctx.shared.config;
-    let bf = ctx.shared.bf_defaults();
-    let fsync = match c.fsync {
-        FsyncPolicy::Always => "always",
-        FsyncPolicy::EverySec => "everysec",
-        FsyncPolicy::No => "no",
-    };
-    vec![
-        (
-            "bind",
-            c.bind
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        ("port", ctx.shared.port.to_string()),
-        ("dir", c.dir.display().to_string()),
-        ("databases", "1".into()),
-        ("appendonly", "yes".into()),
-        ("appendfsync", fsync.into()),
-        ("save", "".into()),
-        ("maxclients", c.maxclients.to_string()),
-        ("maxmemory", c.maxmemory.to_string()),
-        ("maxmemory-policy", "noeviction".into()),
-        ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
-        (
-            "client-query-buffer-limit",
-            c.client_query_buffer_limit.to_string(),
-        ),
-        ("timeout", c.timeout.map_or(0, |t| t.as_secs()).to_string()),
-        ("requirepass", c.requirepass.clone().unwrap_or_default()),
-        ("protected-mode", "no".into()),
-        ("cluster-enabled", "no".into()),
-    ]
-    .into_iter()
-    .chain(BfSetting::ALL.map(|s| (s.name(), bf.text(s).to_string())))
-    .collect()
-}
-
-/// `CONFIG SET name value [name value ...]`: the `bf-*` settings, all or
-/// none (Redis's rule); every other setting is seen's flag, fixed while
-/// it runs.
-fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() < 4 || !args.len().is_multiple_of(2) {
-        return wrong_arity("config|set");
-    }
-    let failed = |name: &[u8], why: &str| {
-        Reply::error(format!(
-            "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
-            String::from_utf8_lossy(name)
-        ))
-    };
-    let known: Vec<&str> = config_values(ctx).into_iter().map(|(n, _)| n).collect();
-    let mut now = ctx.shared.bf.lock().unwrap_or_else(|e| e.into_inner());
-    let mut next = now.clone();
-    let mut seen_names: Vec<&[u8]> = Vec::new();
-    for pair in args[2..].chunks(2) {
-        let (name, value) = (&pair[0][..], &pair[1][..]);
-        if seen_names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-            return failed(name, "duplicate parameter");
-        }
-        seen_names.push(name);
-        match BfSetting::named(name) {
-            Some(which) => {
-                if let Err(why) = next.set(which, value) {
-                    return failed(which.name().as_bytes(), &why);
-                }
-            }
-            None if known
-                .iter()
-                .any(|k| k.as_bytes().eq_ignore_ascii_case(name)) =>
-            {
-                return failed(
-                    name,
-                    "seen cannot change it while running: restart `seen serve` with its flag",
-                );
-            }
-            None => {
-                return Reply::error(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-                    String::from_utf8_lossy(name)
-                ))
-            }
-        }
-    }
-    *now = next;
-    Reply::ok()
-}
-
-pub(crate) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let sub = &args[1];
-    if is(sub, "get") {
-        if args.len() < 3 {
-            return wrong_arity("config|get");
-        }
-        let values = config_values(ctx);
-        let mut out = Vec::new();
-        for (name, value) in values {
-            if args[2..]
-                .iter()
-                .any(|p| glob::matches(p, name.as_bytes(), true))
-            {
-                out.push((Reply::bulk(name), Reply::bulk(value)));
-            }
-        }
-        Reply::Map(out)
-    } else if is(sub, "resetstat") {
-        ctx.shared.stats.reset();
-        Reply::ok()
-    } else if is(sub, "set") {
-        config_set(ctx, args)
-    } else {
-        Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(sub)
-        ))
-    }
-}
 
 pub(crate) fn module(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if is(&args[1], "list") {

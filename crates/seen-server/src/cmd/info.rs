@@ -112,12 +112,13 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
     let _ = match section {
         Section::Server => write!(
             out,
-            "redis_version:{REDIS_VERSION}\r\nseen_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:seen\r\nconfig_file:\r\n",
+            "redis_version:{REDIS_VERSION}\r\nseen_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:seen\r\nconfig_file:{}\r\n",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::process::id(),
             sh.port,
             uptime / 86400,
+            c.config_file.as_ref().map_or(String::new(), |p| p.display().to_string()),
         ),
         Section::Clients => write!(
             out,

@@ -15,6 +15,7 @@ mod bf_info;
 mod bf_reserve;
 mod client;
 mod command;
+mod config;
 mod context;
 mod docs;
 mod expire;

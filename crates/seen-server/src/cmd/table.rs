@@ -3,7 +3,7 @@
 
 use super::context::Spec;
 use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, client, command};
-use super::{expire, info, keys};
+use super::{config, expire, info, keys};
 use crate::stats::CommandIndex;
 
 const W: &[&str] = &["write", "denyoom"];
@@ -225,7 +225,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
-        admin::config,
+        config::config,
         "CONFIG GET, SET (the bf-* settings) and RESETSTAT"
     ),
     spec!(

@@ -3,6 +3,7 @@
 
 mod auth;
 mod clients;
+mod config_file;
 mod drop_in;
 mod limits;
 mod memory;

@@ -81,7 +81,7 @@ fn many_bad_commands_keep_the_connection() {
         vec!["SCAN", "x"],
         vec!["HELLO", "4"],
         vec!["CLIENT", "SETNAME", "has space"],
-        vec!["CONFIG", "SET", "maxmemory", "1"],
+        vec!["CONFIG", "SET", "maxmemory", "1tb"],
         vec!["FLUSHALL", "NOW"],
         vec!["nosuchcommand"],
         vec!["GET", "k"],

@@ -1,5 +1,6 @@
 //! Starting and stopping the real `seen serve`, and a raw RESP client.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -31,46 +32,57 @@ impl Server {
         for _ in 0..5 {
             let port = free_port();
             let log = dir.with_extension(format!("{port}.log"));
-            let child = Command::new(env!("CARGO_BIN_EXE_seen"))
-                .args(["serve", "--dir"])
-                .arg(dir)
-                .args(["--port", &port.to_string(), "--log", "info"])
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .expect("start seen serve");
-            let mut s = Server {
-                child: Some(child),
-                port,
-                log,
-            };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Some(status) = s.child.as_mut().unwrap().try_wait().unwrap() {
-                    let log = s.log_text();
-                    if log.contains("Address already in use") {
-                        break; // port race: try another
-                    }
-                    panic!("seen serve exited with {status}: {log}");
-                }
-                if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
-                    if c.write_all(b"PING\r\n").is_ok() {
-                        let mut b = [0u8; 7];
-                        if c.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
-                            return s;
-                        }
-                        if &b[..] == b"-NOAUTH" {
-                            return s;
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            let mut args: Vec<OsString> = vec!["serve".into(), "--dir".into(), dir.into()];
+            for a in ["--port", &port.to_string(), "--log", "info"]
+                .iter()
+                .chain(extra)
+            {
+                args.push(a.into());
             }
-            s.child.take().map(|mut c| c.kill());
+            if let Some(s) = Server::launch(&args, port, &log) {
+                return s;
+            }
         }
         panic!("seen serve did not start");
+    }
+
+    /// Runs `seen ARGS...`, which must serve on `port`, and waits until it
+    /// answers PING; stderr goes to `log`. `None` when the port was taken
+    /// meanwhile.
+    pub fn launch(args: &[OsString], port: u16, log: &Path) -> Option<Server> {
+        let child = Command::new(env!("CARGO_BIN_EXE_seen"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start seen serve");
+        let mut s = Server {
+            child: Some(child),
+            port,
+            log: log.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(status) = s.child.as_mut().unwrap().try_wait().unwrap() {
+                let log = s.log_text();
+                if log.contains("Address already in use") {
+                    return None;
+                }
+                panic!("seen serve exited with {status}: {log}");
+            }
+            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
+                if c.write_all(b"PING\r\n").is_ok() {
+                    let mut b = [0u8; 7];
+                    if c.read_exact(&mut b).is_ok() && (&b == b"+PONG\r\n" || &b[..] == b"-NOAUTH")
+                    {
+                        return Some(s);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("seen serve did not answer: {}", s.log_text());
     }
 
     pub fn url(&self) -> String {
