@@ -58,6 +58,11 @@ pub struct Config {
     /// RedisBloom's `bf-*` settings at start (`CONFIG SET` changes them
     /// while the server runs).
     pub bf: BfDefaults,
+    /// Commands that take at least this many microseconds go in the slow
+    /// log (negative: none, 0: all; Redis's `slowlog-log-slower-than`).
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps (Redis's `slowlog-max-len`).
+    pub slowlog_max_len: usize,
     /// The settings file it started with, if any: `CONFIG REWRITE` writes
     /// to it, `INFO server` shows it.
     pub config_file: Option<PathBuf>,
@@ -81,6 +86,8 @@ impl Default for Config {
             save_log_size: Some(DEFAULT_SAVE_LOG_SIZE),
             salvage: false,
             threads: 0,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
             config_file: None,
             bf: BfDefaults::default(),
         }

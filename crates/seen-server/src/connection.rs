@@ -89,7 +89,12 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let mut client = Client::new(id, addr, shared.config.requirepass.is_none());
+    let laddr = stream
+        .local_addr()
+        .map_or_else(|_| String::new(), |a| a.to_string());
+    let handle = shared.clients.register(id, addr, laddr);
+    let _registered = Registered(&shared, id);
+    let mut client = Client::new(handle.clone(), shared.config.requirepass.is_none());
     let limits = Limits {
         max_bulk_len: shared.config.proto_max_bulk_len,
         ..Limits::default()
@@ -98,7 +103,7 @@ pub(crate) async fn serve(
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut reqs: Vec<Request> = Vec::new();
-    tracing::debug!(id, addr = %client.addr, "client connected");
+    tracing::debug!(id, addr = %handle.addr, "client connected");
     'conn: loop {
         if *shutdown.borrow() {
             break;
@@ -121,6 +126,7 @@ pub(crate) async fn serve(
                 }
             },
             _ = shutdown.changed() => break,
+            _ = handle.killed() => break,
             _ = idle => {
                 tracing::debug!(id, "idle timeout");
                 break;
@@ -164,7 +170,7 @@ pub(crate) async fn serve(
                     output = BytesMut::with_capacity(16 * 1024);
                 }
             }
-            if client.close {
+            if client.close || handle.is_killed() {
                 break 'conn;
             }
             if !full {
@@ -185,4 +191,13 @@ pub(crate) async fn serve(
     }
     let _ = stream.shutdown().await;
     tracing::debug!(id, "client disconnected");
+}
+
+/// Takes a connection out of the registry when it ends, however it ends.
+struct Registered<'a>(&'a Shared, u64);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.clients.remove(self.1);
+    }
 }

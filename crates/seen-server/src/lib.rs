@@ -32,6 +32,7 @@
 mod args;
 pub mod bf_config;
 mod blocking;
+mod clients;
 mod cmd;
 mod config;
 mod config_file;
@@ -40,6 +41,7 @@ mod glob;
 mod latency;
 mod runtime;
 mod server;
+mod slowlog;
 mod state;
 mod stats;
 

@@ -1,7 +1,8 @@
 //! The server settings `CONFIG SET` changes while `seen serve` runs,
 //! beside RedisBloom's `bf-*` ones ([`crate::bf_config`]): `maxclients`,
-//! `timeout` and `maxmemory`, with Redis's names and value syntax. Every
-//! other setting is a flag, fixed while the server runs.
+//! `timeout`, `maxmemory`, `slowlog-log-slower-than` and
+//! `slowlog-max-len`, with Redis's names and value syntax. Every other
+//! setting is a flag, fixed while the server runs.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -20,13 +21,19 @@ pub(crate) enum ServerSetting {
     Timeout,
     /// Bytes all filters together may use.
     MaxMemory,
+    /// Microseconds past which a command goes in the slow log.
+    SlowlogLogSlowerThan,
+    /// Entries the slow log keeps.
+    SlowlogMaxLen,
 }
 
 impl ServerSetting {
-    const ALL: [ServerSetting; 3] = [
+    const ALL: [ServerSetting; 5] = [
         ServerSetting::MaxClients,
         ServerSetting::Timeout,
         ServerSetting::MaxMemory,
+        ServerSetting::SlowlogLogSlowerThan,
+        ServerSetting::SlowlogMaxLen,
     ];
 
     /// Redis's name (also the key of the configuration file).
@@ -35,6 +42,8 @@ impl ServerSetting {
             ServerSetting::MaxClients => "maxclients",
             ServerSetting::Timeout => "timeout",
             ServerSetting::MaxMemory => "maxmemory",
+            ServerSetting::SlowlogLogSlowerThan => "slowlog-log-slower-than",
+            ServerSetting::SlowlogMaxLen => "slowlog-max-len",
         }
     }
 
@@ -47,19 +56,24 @@ impl ServerSetting {
 
     /// A value as `CONFIG SET` takes it: `maxclients` at least 1,
     /// `timeout` seconds, `maxmemory` bytes with Redis's units (`k` 1000,
-    /// `kb` 1024, `m`, `mb`, `g`, `gb`, any case).
-    pub(crate) fn parse(self, value: &[u8]) -> Result<u64, String> {
+    /// `kb` 1024, `m`, `mb`, `g`, `gb`, any case), `slowlog-log-slower-than`
+    /// microseconds (negative: off), `slowlog-max-len` entries.
+    pub(crate) fn parse(self, value: &[u8]) -> Result<i64, String> {
+        let n = parse_i64(value);
         match self {
-            ServerSetting::MaxClients => match parse_i64(value) {
-                Some(n) if n >= 1 => Ok(n as u64),
+            ServerSetting::MaxClients => match n {
+                Some(n) if n >= 1 => Ok(n),
                 _ => Err("argument must be an integer of at least 1".into()),
             },
-            ServerSetting::Timeout => match parse_i64(value) {
-                Some(n) if n >= 0 => Ok(n as u64),
-                _ => Err("argument must be a number of seconds, 0 or more".into()),
+            ServerSetting::Timeout | ServerSetting::SlowlogMaxLen => match n {
+                Some(n) if n >= 0 => Ok(n),
+                _ => Err("argument must be an integer, 0 or more".into()),
             },
-            ServerSetting::MaxMemory => {
-                parse_memory(value).ok_or_else(|| "argument must be a memory value".into())
+            ServerSetting::MaxMemory => parse_memory(value)
+                .and_then(|b| i64::try_from(b).ok())
+                .ok_or_else(|| "argument must be a memory value".into()),
+            ServerSetting::SlowlogLogSlowerThan => {
+                n.ok_or_else(|| "argument must be an integer".into())
             }
         }
     }
@@ -117,15 +131,17 @@ impl Runtime {
         (secs > 0).then(|| Duration::from_secs(secs))
     }
 
-    /// Sets `maxclients` or `timeout` (`maxmemory` goes to the store).
-    pub(crate) fn set(&self, setting: ServerSetting, value: u64) {
+    /// Sets `maxclients` or `timeout` (a value [`ServerSetting::parse`]
+    /// took; `maxmemory` goes to the store, the slow log's to the log).
+    pub(crate) fn set(&self, setting: ServerSetting, value: i64) {
+        let value = u64::try_from(value).unwrap_or(0);
         match setting {
             ServerSetting::MaxClients => {
                 let n = usize::try_from(value).unwrap_or(usize::MAX);
                 self.maxclients.store(n, Ordering::Relaxed);
             }
             ServerSetting::Timeout => self.timeout_secs.store(value, Ordering::Relaxed),
-            ServerSetting::MaxMemory => {}
+            _ => {}
         }
     }
 
@@ -157,6 +173,7 @@ mod tests {
         assert_eq!(mem("1KB"), Ok(1024));
         assert_eq!(mem("2gb"), Ok(2 << 30));
         assert_eq!(mem("3m"), Ok(3_000_000));
+        assert_eq!(ServerSetting::SlowlogLogSlowerThan.parse(b"-1"), Ok(-1));
         for bad in [
             "",
             "gb",

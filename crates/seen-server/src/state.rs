@@ -8,8 +8,10 @@ use seen_store::Store;
 use tokio::sync::watch;
 
 use crate::bf_config::BfDefaults;
+use crate::clients::Clients;
 use crate::config::Config;
 use crate::runtime::Runtime;
+use crate::slowlog::SlowLog;
 use crate::stats::Stats;
 
 pub(crate) struct Shared {
@@ -17,10 +19,14 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     /// The settings `CONFIG SET` changes.
     pub(crate) runtime: Runtime,
+    /// `SLOWLOG`.
+    pub(crate) slowlog: SlowLog,
     pub(crate) stats: Stats,
     pub(crate) started: Instant,
     pub(crate) port: u16,
     pub(crate) next_client_id: AtomicU64,
+    /// The open connections.
+    pub(crate) clients: Clients,
     pub(crate) connected: AtomicUsize,
     /// Unix seconds of the last successful checkpoint.
     pub(crate) lastsave: AtomicI64,
@@ -97,11 +103,13 @@ impl Shared {
             bf: Mutex::new(config.bf.clone()),
             auth_failures: AuthFailures::default(),
             runtime: Runtime::new(&config),
+            slowlog: SlowLog::new(config.slowlog_log_slower_than, config.slowlog_max_len),
             config,
             stats: Stats::new(commands),
             started: Instant::now(),
             port,
             next_client_id: AtomicU64::new(1),
+            clients: Clients::default(),
             connected: AtomicUsize::new(0),
             lastsave: AtomicI64::new(unix_now()),
             bgsave_in_progress: AtomicBool::new(false),

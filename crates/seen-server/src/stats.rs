@@ -153,6 +153,11 @@ impl Stats {
             .collect()
     }
 
+    /// A command's name, by its place in the table.
+    pub(crate) fn command_name(&self, cmd: CommandIndex) -> Option<&'static str> {
+        self.names.get(cmd.0).copied()
+    }
+
     /// A command's latency histogram, by name.
     pub(crate) fn latency(&self, name: &str) -> Option<&LatencyHistogram> {
         let i = self.names.iter().position(|&n| n == name)?;

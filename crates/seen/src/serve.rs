@@ -128,6 +128,19 @@ pub(crate) struct ServeArgs {
     /// 0 to 32768; 0: they do not scale).
     #[arg(long, default_value = "2", value_name = "FACTOR")]
     bf_expansion_factor: String,
+    /// Commands that take at least this many microseconds go in the slow
+    /// log, read with SLOWLOG GET (negative: none, 0: every command;
+    /// CONFIG SET slowlog-log-slower-than changes it).
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        value_name = "MICROSECONDS",
+        allow_negative_numbers = true
+    )]
+    slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps (CONFIG SET slowlog-max-len changes it).
+    #[arg(long, default_value_t = 128, value_name = "ENTRIES")]
+    slowlog_max_len: usize,
     /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
     #[arg(long, default_value = "info", env = "SEEN_LOG")]
     log: String,
@@ -244,6 +257,8 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         salvage: a.salvage,
         threads: a.threads,
         bf,
+        slowlog_log_slower_than: a.slowlog_log_slower_than,
+        slowlog_max_len: a.slowlog_max_len,
         config_file: a.config,
     };
     let dir = config.dir.clone();

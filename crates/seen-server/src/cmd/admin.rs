@@ -81,7 +81,7 @@ pub(crate) fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return syntax_error();
         }
     }
-    tracing::info!(client = %ctx.client.addr, nosave, "SHUTDOWN requested");
+    tracing::info!(client = %ctx.client.handle.addr, nosave, "SHUTDOWN requested");
     if nosave {
         ctx.shared
             .skip_final_checkpoint

@@ -8,6 +8,8 @@ use super::context::Ctx;
 use super::identity::{bf_module, REDIS_VERSION};
 use super::replies::{not_integer, syntax_error, wrong_arity};
 use crate::args::{is, parse_i64};
+use crate::clients::ClientHandle;
+use crate::state::Shared;
 
 pub(crate) fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let _ = ctx;
@@ -54,7 +56,7 @@ fn authenticate(ctx: &mut Ctx<'_>, user: Option<&Bytes>, pass: &Bytes) -> Result
         ctx.client.authenticated = true;
         Ok(())
     } else {
-        ctx.shared.auth_failures.record(&ctx.client.addr);
+        ctx.shared.auth_failures.record(&ctx.client.handle.addr);
         Err(Reply::error(WRONGPASS))
     }
 }
@@ -92,7 +94,7 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
             i += 3;
         } else if is(&args[i], "setname") && more >= 1 {
-            setname = Some(args[i + 1].clone());
+            setname = Some(Bytes::copy_from_slice(&args[i + 1]));
             i += 2;
         } else {
             return Reply::error(format!(
@@ -108,10 +110,12 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if let Err(r) = check_name(&name) {
             return r;
         }
-        ctx.client.name = (!name.is_empty()).then_some(name);
+        ctx.client
+            .handle
+            .set_names(|n| n.name = (!name.is_empty()).then_some(name));
     }
     if let Some(p) = proto {
-        ctx.client.proto = p;
+        ctx.client.set_proto(p);
     }
     let proto_num = match ctx.client.proto {
         Protocol::Resp2 => 2,
@@ -121,7 +125,10 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (Reply::bulk("server"), Reply::bulk("redis")),
         (Reply::bulk("version"), Reply::bulk(REDIS_VERSION)),
         (Reply::bulk("proto"), Reply::Integer(proto_num)),
-        (Reply::bulk("id"), Reply::Integer(ctx.client.id as i64)),
+        (
+            Reply::bulk("id"),
+            Reply::Integer(ctx.client.handle.id as i64),
+        ),
         (Reply::bulk("mode"), Reply::bulk("standalone")),
         (Reply::bulk("role"), Reply::bulk("master")),
         (Reply::bulk("modules"), Reply::Array(vec![bf_module()])),
@@ -160,18 +167,23 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if let Err(r) = check_name(&args[2]) {
             return r;
         }
-        ctx.client.name = (!args[2].is_empty()).then(|| args[2].clone());
+        let name = (!args[2].is_empty()).then(|| Bytes::copy_from_slice(&args[2]));
+        ctx.client.handle.set_names(|n| n.name = name);
         Reply::ok()
     } else if is(sub, "getname") {
         if n != 2 {
             return wrong_arity("client|getname");
         }
-        ctx.client.name.clone().map_or(Reply::Null, Reply::Bulk)
+        ctx.client
+            .handle
+            .names()
+            .name
+            .map_or(Reply::Null, Reply::Bulk)
     } else if is(sub, "id") {
         if n != 2 {
             return wrong_arity("client|id");
         }
-        Reply::Integer(ctx.client.id as i64)
+        Reply::Integer(ctx.client.handle.id as i64)
     } else if is(sub, "setinfo") {
         if n != 4 {
             return wrong_arity("client|setinfo");
@@ -182,10 +194,11 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 String::from_utf8_lossy(&args[2]).to_ascii_lowercase()
             ));
         }
+        let value = Some(Bytes::copy_from_slice(&args[3]));
         if is(&args[2], "lib-name") {
-            ctx.client.lib_name = Some(args[3].clone());
+            ctx.client.handle.set_names(|n| n.lib_name = value);
         } else if is(&args[2], "lib-ver") {
-            ctx.client.lib_ver = Some(args[3].clone());
+            ctx.client.handle.set_names(|n| n.lib_ver = value);
         } else {
             return Reply::error(format!(
                 "ERR Unrecognized option '{}'",
@@ -197,7 +210,11 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if n != 2 {
             return wrong_arity("client|info");
         }
-        Reply::verbatim_text(client_line(ctx))
+        Reply::verbatim_text(client_line(ctx.shared, &ctx.client.handle))
+    } else if is(sub, "list") {
+        client_list(ctx, args)
+    } else if is(sub, "kill") {
+        client_kill(ctx, args)
     } else {
         Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
@@ -206,23 +223,158 @@ pub(crate) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-fn client_line(ctx: &Ctx<'_>) -> String {
+/// `CLIENT LIST [ID id ...]`: one line per connection, oldest first.
+fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let wanted: Option<Vec<u64>> = match args.get(2) {
+        None => None,
+        Some(a) if is(a, "id") && args.len() > 3 => {
+            let ids: Option<Vec<u64>> = args[3..]
+                .iter()
+                .map(|a| parse_i64(a).and_then(|n| u64::try_from(n).ok()))
+                .collect();
+            match ids {
+                Some(ids) => Some(ids),
+                None => return Reply::error("ERR Invalid client ID"),
+            }
+        }
+        Some(a) if is(a, "type") && args.len() == 4 => {
+            if !(is(&args[3], "normal")
+                || is(&args[3], "master")
+                || is(&args[3], "replica")
+                || is(&args[3], "pubsub"))
+            {
+                return Reply::error(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(&args[3])
+                ));
+            }
+            // Every client of seen is a normal one.
+            if !is(&args[3], "normal") {
+                return Reply::verbatim_text(String::new());
+            }
+            None
+        }
+        Some(_) => return syntax_error(),
+    };
+    let mut out = String::new();
+    for c in ctx.shared.clients.all() {
+        if wanted.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+            out.push_str(&client_line(ctx.shared, &c));
+        }
+    }
+    Reply::verbatim_text(out)
+}
+
+/// `CLIENT KILL ip:port` (answers `OK`), or `CLIENT KILL <filter value>
+/// ...` with the filters `ID`, `ADDR`, `LADDR`, `USER`, `SKIPME` and
+/// `MAXAGE` (answers how many it closed), as Redis 7.
+fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let me = ctx.client.handle.id;
+    let all = ctx.shared.clients.all();
+    if args.len() == 3 {
+        let addr = String::from_utf8_lossy(&args[2]);
+        return match all.iter().find(|c| c.addr == addr) {
+            Some(c) => {
+                kill(ctx, c);
+                Reply::ok()
+            }
+            None => Reply::error("ERR No such client"),
+        };
+    }
+    if args.len() < 3 || !(args.len() - 2).is_multiple_of(2) {
+        return syntax_error();
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut skipme = true;
+    let mut max_age = None;
+    for pair in args[2..].chunks(2) {
+        let (option, value) = (&pair[0], &pair[1]);
+        if is(option, "id") {
+            match parse_i64(value)
+                .and_then(|n| u64::try_from(n).ok())
+                .filter(|&n| n > 0)
+            {
+                Some(n) => id = Some(n),
+                None => return Reply::error("ERR client-id should be greater than 0"),
+            }
+        } else if is(option, "addr") {
+            addr = Some(String::from_utf8_lossy(value).into_owned());
+        } else if is(option, "laddr") {
+            laddr = Some(String::from_utf8_lossy(value).into_owned());
+        } else if is(option, "user") {
+            if !is(value, "default") {
+                return Reply::error(format!(
+                    "ERR No such user '{}'",
+                    String::from_utf8_lossy(value)
+                ));
+            }
+        } else if is(option, "skipme") {
+            if is(value, "yes") {
+                skipme = true;
+            } else if is(value, "no") {
+                skipme = false;
+            } else {
+                return syntax_error();
+            }
+        } else if is(option, "maxage") {
+            match parse_i64(value).and_then(|n| u64::try_from(n).ok()) {
+                Some(n) => max_age = Some(std::time::Duration::from_secs(n)),
+                None => return not_integer(),
+            }
+        } else {
+            return syntax_error();
+        }
+    }
+    let mut killed = 0;
+    for c in &all {
+        let matches = id.is_none_or(|id| c.id == id)
+            && addr.as_ref().is_none_or(|a| &c.addr == a)
+            && laddr.as_ref().is_none_or(|a| &c.laddr == a)
+            && max_age.is_none_or(|age| c.age() >= age)
+            && !(skipme && c.id == me);
+        if matches {
+            kill(ctx, c);
+            killed += 1;
+        }
+    }
+    Reply::Integer(killed)
+}
+
+/// Closes connection `c`: this one after its reply, another at once.
+fn kill(ctx: &mut Ctx<'_>, c: &ClientHandle) {
+    tracing::info!(client = %c.addr, id = c.id, by = %ctx.client.handle.addr, "CLIENT KILL");
+    if c.id == ctx.client.handle.id {
+        ctx.client.close = true;
+    } else {
+        c.kill();
+    }
+}
+
+/// A connection as a line of `CLIENT LIST`, with Redis 7's fields (those
+/// seen has no use for at their neutral values).
+fn client_line(shared: &Shared, c: &ClientHandle) -> String {
+    let names = c.names();
     let s = |b: &Option<Bytes>| {
         b.as_ref()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
     };
+    let cmd = c
+        .last_command()
+        .and_then(|i| shared.stats.command_name(i))
+        .unwrap_or("NULL");
     format!(
-        "id={} addr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
-        ctx.client.id,
-        ctx.client.addr,
-        s(&ctx.client.name),
-        if ctx.client.proto == Protocol::Resp3 {
-            3
-        } else {
-            2
-        },
-        s(&ctx.client.lib_name),
-        s(&ctx.client.lib_ver),
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        c.id,
+        c.addr,
+        c.laddr,
+        s(&names.name),
+        c.age().as_secs(),
+        c.idle().as_secs(),
+        if c.is_resp3() { 3 } else { 2 },
+        s(&names.lib_name),
+        s(&names.lib_ver),
     )
 }

@@ -64,6 +64,11 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         ("save-log-size", c.save_log_size.unwrap_or(0).to_string()),
         ("salvage", if c.salvage { "yes" } else { "no" }.into()),
         ("threads", c.threads.to_string()),
+        (
+            "slowlog-log-slower-than",
+            ctx.shared.slowlog.slower_than_us().to_string(),
+        ),
+        ("slowlog-max-len", ctx.shared.slowlog.max_len().to_string()),
     ]
     .into_iter()
     .chain(BfSetting::ALL.map(|s| (s.name(), bf.text(s).to_string())))
@@ -74,7 +79,7 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
 enum Change {
     /// A `bf-*` setting (applied with the others in one step).
     Bf,
-    Server(ServerSetting, u64),
+    Server(ServerSetting, i64),
 }
 
 /// `CONFIG SET name value [name value ...]`: the `bf-*` settings,
@@ -130,7 +135,15 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for (name, change) in changes {
         match change {
             Change::Bf => {}
-            Change::Server(ServerSetting::MaxMemory, v) => shared.store.set_max_memory(v),
+            Change::Server(ServerSetting::MaxMemory, v) => {
+                shared.store.set_max_memory(u64::try_from(v).unwrap_or(0))
+            }
+            Change::Server(ServerSetting::SlowlogLogSlowerThan, v) => {
+                shared.slowlog.set_slower_than_us(v)
+            }
+            Change::Server(ServerSetting::SlowlogMaxLen, v) => shared
+                .slowlog
+                .set_max_len(usize::try_from(v).unwrap_or(usize::MAX)),
             Change::Server(which, v) => shared.runtime.set(which, v),
         }
         shared.runtime.mark_changed(name);

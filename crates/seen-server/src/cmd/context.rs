@@ -7,17 +7,16 @@ use bytes::Bytes;
 use seen_resp::{Protocol, Reply};
 use seen_store::Pending;
 
+use crate::clients::ClientHandle;
 use crate::state::Shared;
 
 /// One connection's state.
 pub(crate) struct Client {
-    pub(crate) id: u64,
-    pub(crate) addr: String,
+    /// What other connections see of it (`CLIENT LIST`, `CLIENT KILL`):
+    /// its id, addresses and names.
+    pub(crate) handle: Arc<ClientHandle>,
     pub(crate) proto: Protocol,
     pub(crate) authenticated: bool,
-    pub(crate) name: Option<Bytes>,
-    pub(crate) lib_name: Option<Bytes>,
-    pub(crate) lib_ver: Option<Bytes>,
     /// Durability the replies produced so far depend on.
     pub(crate) pending: Pending,
     /// Close after sending the replies so far (`QUIT`, `SHUTDOWN`).
@@ -27,19 +26,21 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub(crate) fn new(id: u64, addr: String, authenticated: bool) -> Client {
+    pub(crate) fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Client {
         Client {
-            id,
-            addr,
+            handle,
             proto: Protocol::Resp2,
             authenticated,
-            name: None,
-            lib_name: None,
-            lib_ver: None,
             pending: Pending::default(),
             close: false,
             no_reply: false,
         }
+    }
+
+    /// Switches the protocol (`HELLO`).
+    pub(crate) fn set_proto(&mut self, proto: Protocol) {
+        self.proto = proto;
+        self.handle.set_resp3(proto == Protocol::Resp3);
     }
 }
 

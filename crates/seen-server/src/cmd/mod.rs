@@ -24,10 +24,11 @@ mod info;
 mod key_kind;
 mod keys;
 mod replies;
+mod slowlog;
 mod table;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use seen_resp::{lowercase_name, Reply, Request};
@@ -49,7 +50,7 @@ pub(crate) fn command_names() -> Vec<&'static str> {
 /// outcome, as Redis does.
 pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
     let started = Instant::now();
-    let (reply, counted) = run(shared, client, req);
+    let (reply, counted) = run(shared, client, req, started);
     if let Reply::Error(text) = &reply {
         shared.stats.error_reply(text);
     }
@@ -59,7 +60,11 @@ pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) 
             (Reply::Error(_), true) => Outcome::Failed,
             _ => Outcome::Ok,
         };
-        shared.stats.command(cmd, 1, started.elapsed(), outcome);
+        let elapsed = started.elapsed();
+        shared.stats.command(cmd, 1, elapsed, outcome);
+        if shared.slowlog.is_slow(elapsed) {
+            shared.slowlog.record(req.args(), elapsed, &client.handle);
+        }
     }
     reply
 }
@@ -70,6 +75,7 @@ fn run(
     shared: &Arc<Shared>,
     client: &mut Client,
     req: &Request,
+    started: Instant,
 ) -> (Reply, Option<(CommandIndex, bool)>) {
     let args = req.args();
     let Some(name) = args.first() else {
@@ -82,6 +88,7 @@ fn run(
     let Some((cmd, spec)) = table::lookup(lower) else {
         return (unknown_command(args), None);
     };
+    client.handle.ran(cmd, started);
     if !client.authenticated && !matches!(spec.name, "auth" | "hello" | "quit") {
         return (
             Reply::error("NOAUTH Authentication required."),
@@ -155,15 +162,21 @@ pub(crate) fn execute_fused(
 ) -> Vec<Reply> {
     let started = Instant::now();
     let replies = run_fused(shared, client, reqs);
-    count_fused(shared, &reqs[..replies.len()], &replies, started.elapsed());
+    count_fused(shared, client, &reqs[..replies.len()], &replies, started);
     replies
 }
 
 /// Counts the commands of a fused run as if each had run alone: a run of
 /// the same command as one update of its counters, the run's time shared
 /// out by commands.
-fn count_fused(shared: &Shared, reqs: &[Request], replies: &[Reply], elapsed: Duration) {
-    let per_command = elapsed / reqs.len().max(1) as u32;
+fn count_fused(
+    shared: &Shared,
+    client: &Client,
+    reqs: &[Request],
+    replies: &[Reply],
+    started: Instant,
+) {
+    let per_command = started.elapsed() / reqs.len().max(1) as u32;
     let mut i = 0;
     while i < reqs.len() {
         let name = &reqs[i].args()[0];
@@ -189,10 +202,16 @@ fn count_fused(shared: &Shared, reqs: &[Request], replies: &[Reply], elapsed: Du
         let mut buf = [0u8; 32];
         let cmd = lowercase_name(name, &mut buf).and_then(table::lookup);
         if let Some((cmd, _)) = cmd {
+            client.handle.ran(cmd, started);
             let failed = same as u64 - ok;
             let stats = &shared.stats;
             stats.command(cmd, ok, per_command * ok as u32, Outcome::Ok);
             stats.command(cmd, failed, per_command * failed as u32, Outcome::Failed);
+            if shared.slowlog.is_slow(per_command) {
+                for r in &reqs[i..i + same] {
+                    shared.slowlog.record(r.args(), per_command, &client.handle);
+                }
+            }
         }
         i += same;
     }

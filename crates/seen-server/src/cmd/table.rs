@@ -3,7 +3,7 @@
 
 use super::context::Spec;
 use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, client, command};
-use super::{config, expire, info, keys};
+use super::{config, expire, info, keys, slowlog};
 use crate::stats::CommandIndex;
 
 const W: &[&str] = &["write", "denyoom"];
@@ -438,6 +438,16 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         admin::shutdown,
         "Checkpoints and stops the server"
+    ),
+    spec!(
+        "slowlog",
+        -2,
+        &["admin", "loading", "stale"],
+        0,
+        0,
+        0,
+        slowlog::slowlog,
+        "Reads or resets the log of slow commands"
     ),
 ];
 

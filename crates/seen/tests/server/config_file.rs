@@ -83,6 +83,8 @@ fn every_flag_can_be_set_from_the_file() {
         ("bf-error-rate", "0.002".into()),
         ("bf-initial-size", "333".into()),
         ("bf-expansion-factor", "4".into()),
+        ("slowlog-log-slower-than", "-1".into()),
+        ("slowlog-max-len", "9".into()),
         ("log", "\"debug\"".into()),
     ];
     // The file below sets every flag `seen serve` has, and the shipped
@@ -128,6 +130,8 @@ fn every_flag_can_be_set_from_the_file() {
         ("bf-error-rate", "0.002"),
         ("bf-initial-size", "333"),
         ("bf-expansion-factor", "4"),
+        ("slowlog-log-slower-than", "-1"),
+        ("slowlog-max-len", "9"),
     ] {
         assert_eq!(
             got.get(name).map(String::as_str),

@@ -8,6 +8,7 @@ mod drop_in;
 mod limits;
 mod memory;
 mod metrics;
+mod operations;
 mod protocol;
 mod restart;
 mod settings;
