@@ -5,6 +5,7 @@ use crate::error::{ErrorKind, Result};
 use crate::hash::{HashAlgorithm, ItemHash, DEFAULT_SEED};
 use crate::raw::fastrange;
 use crate::sizing::{self, COUNTING_BLOCK_COUNTERS};
+use crate::stats::FilterStats;
 
 /// The largest value a counter holds; a counter that reaches it stays there.
 pub const COUNTER_MAX: u8 = 15;
@@ -244,8 +245,15 @@ impl CountingBloomFilter {
 
     /// Counters that are not zero, over all counters.
     pub fn fill_ratio(&self) -> f64 {
-        let nonzero: u64 = self
-            .blocks
+        self.nonzero_counters() as f64 / self.counters() as f64
+    }
+
+    fn counters(&self) -> u64 {
+        self.blocks.len() as u64 * COUNTING_BLOCK_COUNTERS
+    }
+
+    fn nonzero_counters(&self) -> u64 {
+        self.blocks
             .iter()
             .flat_map(|b| b.iter())
             .map(|&w| {
@@ -253,8 +261,27 @@ impl CountingBloomFilter {
                 let any = w | (w >> 1) | (w >> 2) | (w >> 3);
                 (any & 0x1111_1111_1111_1111).count_ones() as u64
             })
-            .sum();
-        nonzero as f64 / (self.blocks.len() as u64 * COUNTING_BLOCK_COUNTERS) as f64
+            .sum()
+    }
+
+    /// Its fill and error rate now, counters standing for bits: `bits` is
+    /// the number of counters, `bits_set` of those not zero, and the rate
+    /// now is the model's at the items estimated from them.
+    pub fn stats(&self) -> FilterStats {
+        let counters = self.counters();
+        let nonzero = self.nonzero_counters();
+        let estimated = sizing::estimate_items(counters, self.hashes, nonzero);
+        FilterStats {
+            capacity: self.capacity,
+            error_rate: self.error_rate,
+            items: self.items,
+            bits: counters,
+            bits_set: nonzero,
+            fill_ratio: nonzero as f64 / counters as f64,
+            estimated_items: estimated,
+            current_fpp: self.expected_fpp_at(estimated.round().max(0.0) as u64),
+            memory_bytes: self.memory_bytes(),
+        }
     }
 
     /// Expected false-positive rate with `items` items, from the model.

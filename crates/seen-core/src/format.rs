@@ -25,6 +25,7 @@ use crate::hash::HashAlgorithm;
 use crate::raw::{Layout, RawFilter};
 use crate::scalable::{link_mut, ChainParams, ScalableBloomFilter, MAX_LINKS};
 use crate::sizing::MAX_HASHES;
+use crate::stats::FilterStats;
 
 /// The first eight bytes of every encoded filter.
 pub const MAGIC: [u8; 8] = *b"SEENFLTR";
@@ -114,7 +115,31 @@ impl AnyFilter {
             AnyFilter::Counting(f) => f.encode(w),
         }
     }
+
+    /// Its fill, estimated items and error rate now (one pass over its
+    /// bits or counters).
+    pub fn stats(&self) -> FilterStats {
+        match self {
+            AnyFilter::Bloom(f) => f.stats(),
+            AnyFilter::Scalable(f) => f.stats(),
+            AnyFilter::Counting(f) => f.stats(),
+        }
+    }
+
+    /// Whether it holds more than it was sized for, by `stats` (its own):
+    /// its error rate now is above the one it was sized for; for a chain,
+    /// which grows instead, when it is non-scaling and full.
+    pub fn is_over_capacity(&self, stats: &FilterStats) -> bool {
+        match self {
+            AnyFilter::Scalable(f) => f.is_nonscaling() && f.is_full(),
+            _ => stats.current_fpp > stats.error_rate * OVER_RATE_MARGIN,
+        }
+    }
 }
+
+/// How far past its asked rate a filter's rate now may be before it is
+/// called over capacity (the rate's last bits are rounding).
+const OVER_RATE_MARGIN: f64 = 1.0001;
 
 /// Parameters of one link as stored.
 #[derive(Clone, Copy, Debug)]

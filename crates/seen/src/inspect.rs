@@ -152,10 +152,6 @@ fn stats_into(s: &FilterStats, r: &mut Map<String, Value>) {
     r.insert("fill_ratio".into(), json!(s.fill_ratio));
     r.insert("estimated_items".into(), json!(finite(s.estimated_items)));
     r.insert("current_fpp".into(), json!(s.current_fpp));
-    r.insert(
-        "over_capacity".into(),
-        json!(s.current_fpp > s.error_rate * 1.0001),
-    );
 }
 
 /// JSON has no infinity: a saturated filter's estimate is null.
@@ -171,7 +167,6 @@ fn describe(filter: &AnyFilter, r: &mut Map<String, Value>) {
             r.insert("hash".into(), json!(lower_debug(f.hash_algorithm())));
             r.insert("seed".into(), json!(f.seed()));
             r.insert("hashes".into(), json!(f.hashes()));
-            stats_into(&f.stats(), r);
         }
         AnyFilter::Scalable(f) => {
             r.insert("layout".into(), json!(lower_debug(f.layout())));
@@ -186,39 +181,26 @@ fn describe(filter: &AnyFilter, r: &mut Map<String, Value>) {
                 .map(|l| json!({"capacity": l.capacity, "error_rate": l.error_rate, "items": l.items, "bytes": l.bytes, "hashes": l.hashes}))
                 .collect();
             r.insert("links".into(), Value::Array(links));
-            stats_into(&f.stats(), r);
-            // A scalable filter grows instead of passing its capacity;
-            // only a non-scaling one that is full is "over".
-            r.insert(
-                "over_capacity".into(),
-                json!(f.is_nonscaling() && f.is_full()),
-            );
         }
         AnyFilter::Counting(f) => {
-            let counters = f.blocks() * seen_core::sizing::COUNTING_BLOCK_COUNTERS;
-            let fill = f.fill_ratio();
-            let nonzero = (fill * counters as f64).round() as u64;
-            let est = seen_core::sizing::estimate_items(counters, f.hashes(), nonzero);
-            let fpp = seen_core::sizing::counting_fpp(
-                f.blocks(),
-                f.hashes(),
-                est.round().max(0.0) as u64,
-            );
             r.insert("layout".into(), json!("counting (4-bit counters)"));
             r.insert("hashes".into(), json!(f.hashes()));
             r.insert("seed".into(), json!(f.seed()));
-            r.insert("capacity".into(), json!(f.capacity()));
-            r.insert("error_rate".into(), json!(f.error_rate()));
-            r.insert("items".into(), json!(f.len()));
-            r.insert("counters".into(), json!(counters));
-            r.insert("memory_bytes".into(), json!(f.memory_bytes()));
-            r.insert("fill_ratio".into(), json!(fill));
-            r.insert("estimated_items".into(), json!(finite(est)));
-            r.insert("current_fpp".into(), json!(fpp));
-            r.insert("over_capacity".into(), json!(fpp > f.error_rate() * 1.0001));
         }
         _ => {}
     }
+    let stats = filter.stats();
+    stats_into(&stats, r);
+    if matches!(filter, AnyFilter::Counting(_)) {
+        // A counting filter's "bits" are its counters.
+        r.remove("bits");
+        r.remove("bits_set");
+        r.insert("counters".into(), json!(stats.bits));
+    }
+    r.insert(
+        "over_capacity".into(),
+        json!(filter.is_over_capacity(&stats)),
+    );
 }
 
 fn inspect_redis(url: &str, name: &str) -> Result<Map<String, Value>> {

@@ -1,4 +1,5 @@
-//! `BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION]` and `BF.CARD`.
+//! `BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION]` and `BF.CARD`,
+//! as RedisBloom answers them, and seen's `BF.INFO key HEALTH`.
 
 use bytes::Bytes;
 use seen_core::{AnyFilter, Layout};
@@ -47,9 +48,51 @@ fn int(v: u64) -> Reply {
     Reply::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
+/// `BF.INFO key HEALTH` (seen's): what an operator alerts on, from one
+/// pass over the filter's bits: its fill, the items estimated from it,
+/// and its error rate now against the one it was sized for.
+fn health(ctx: &mut Ctx<'_>, key: &[u8]) -> Reply {
+    let got = ctx.shared.store.with_filter(key, |f| match f {
+        AnyFilter::Counting(_) => None,
+        f => {
+            let stats = f.stats();
+            Some((f.is_over_capacity(&stats), stats))
+        }
+    });
+    let (over, s) = match got {
+        Err(e) => return store_error(&e),
+        Ok(None) => return Reply::error("ERR not found"),
+        Ok(Some(None)) => return Reply::error(WRONGTYPE),
+        Ok(Some(Some(h))) => h,
+    };
+    Reply::Map(vec![
+        (Reply::simple("Capacity"), int(s.capacity)),
+        (Reply::simple("Number of items inserted"), int(s.items)),
+        (Reply::simple("Bits"), int(s.bits)),
+        (Reply::simple("Bits set"), int(s.bits_set)),
+        (Reply::simple("Fill ratio"), Reply::Double(s.fill_ratio)),
+        (
+            Reply::simple("Estimated items"),
+            Reply::Double(s.estimated_items),
+        ),
+        (Reply::simple("Error rate"), Reply::Double(s.error_rate)),
+        (
+            Reply::simple("Error rate now"),
+            Reply::Double(s.current_fpp),
+        ),
+        (
+            Reply::simple("Over capacity"),
+            Reply::Integer(i64::from(over)),
+        ),
+    ])
+}
+
 pub(crate) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() != 2 && args.len() != 3 {
         return wrong_arity("bf.info");
+    }
+    if args.get(2).is_some_and(|a| is(a, "health")) {
+        return health(ctx, &args[1]);
     }
     let info = match ctx.shared.store.with_filter(&args[1], info_of) {
         Err(e) => return store_error(&e),

@@ -30,10 +30,12 @@ enum Section {
     Latencystats,
     Cluster,
     Keyspace,
+    /// seen's own: every filter's health.
+    Seen,
 }
 
 impl Section {
-    const ALL: [Section; 13] = [
+    const ALL: [Section; 14] = [
         Section::Server,
         Section::Clients,
         Section::Memory,
@@ -47,6 +49,7 @@ impl Section {
         Section::Latencystats,
         Section::Cluster,
         Section::Keyspace,
+        Section::Seen,
     ];
 
     fn name(self) -> &'static str {
@@ -64,23 +67,40 @@ impl Section {
             Section::Latencystats => "latencystats",
             Section::Cluster => "cluster",
             Section::Keyspace => "keyspace",
+            Section::Seen => "seen",
         }
     }
 
     /// In a bare `INFO` (Redis leaves the per-command sections out).
     fn is_default(self) -> bool {
-        !matches!(self, Section::Commandstats | Section::Latencystats)
+        !matches!(
+            self,
+            Section::Commandstats | Section::Latencystats | Section::Seen
+        )
+    }
+
+    /// In `INFO all`: every section but seen's, which walks every filter's
+    /// bits (the Prometheus exporter asks for `all` on every scrape).
+    fn is_in_all(self) -> bool {
+        self != Section::Seen
     }
 }
 
 /// The sections `INFO args...` asks for: none, `default`: the default
-/// ones; `all` and `everything`: every one; otherwise those named.
+/// ones; `all`: all but `seen`; `everything`: every one; otherwise those
+/// named.
 fn wanted(args: &[Bytes]) -> Vec<Section> {
-    let every = args.iter().any(|a| is(a, "all") || is(a, "everything"));
+    let everything = args.iter().any(|a| is(a, "everything"));
+    let all = args.iter().any(|a| is(a, "all"));
     let default = args.is_empty() || args.iter().any(|a| is(a, "default"));
     Section::ALL
         .into_iter()
-        .filter(|s| every || (default && s.is_default()) || args.iter().any(|a| is(a, s.name())))
+        .filter(|s| {
+            everything
+                || (all && s.is_in_all())
+                || (default && s.is_default())
+                || args.iter().any(|a| is(a, s.name()))
+        })
         .collect()
 }
 
@@ -219,6 +239,10 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
             Ok(())
         }
         Section::Cluster => write!(out, "cluster_enabled:0\r\n"),
+        Section::Seen => {
+            write_health(out, sh);
+            Ok(())
+        }
         Section::Keyspace => {
             let names = sh.store.names();
             if !names.is_empty() {
@@ -235,6 +259,66 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
             Ok(())
         }
     };
+}
+
+/// Most filters `INFO seen` lists one by one (by name order); the totals
+/// count them all.
+const MAX_LISTED_FILTERS: usize = 100;
+
+/// `INFO seen`: every filter's health, from one pass over its bits:
+/// totals, then a line per filter.
+fn write_health(out: &mut String, sh: &Shared) {
+    let mut names = sh.store.names();
+    names.sort();
+    let mut lines = String::new();
+    let (mut filters, mut over, mut listed) = (0u64, 0u64, 0usize);
+    for name in &names {
+        let health = sh.store.with_filter(name, |f| {
+            let s = f.stats();
+            (f.is_over_capacity(&s), f.kind(), s)
+        });
+        let Ok(Some((is_over, kind, s))) = health else {
+            continue;
+        };
+        filters += 1;
+        over += u64::from(is_over);
+        if listed == MAX_LISTED_FILTERS {
+            continue;
+        }
+        listed += 1;
+        let _ = write!(
+            lines,
+            "filter:name={},kind={},items={},capacity={},bits={},fill_ratio={:.6},estimated_items={:.0},error_rate={},error_rate_now={:.6e},over_capacity={}\r\n",
+            escaped(name),
+            format!("{kind:?}").to_lowercase(),
+            s.items,
+            s.capacity,
+            s.bits,
+            s.fill_ratio,
+            s.estimated_items,
+            s.error_rate,
+            s.current_fpp,
+            u8::from(is_over),
+        );
+    }
+    let _ = write!(
+        out,
+        "filters:{filters}\r\nfilters_over_capacity:{over}\r\nfilters_listed:{listed}\r\n{lines}"
+    );
+}
+
+/// A filter name on one `INFO` line: printable ASCII as is, but for the
+/// separators; those and every other byte as `\xHH`.
+fn escaped(name: &[u8]) -> String {
+    let mut s = String::new();
+    for &b in name {
+        if b.is_ascii_graphic() && !b",=:\\".contains(&b) {
+            s.push(b as char);
+        } else {
+            let _ = write!(s, "\\x{b:02x}");
+        }
+    }
+    s
 }
 
 /// The process's resident memory, from `/proc/self/statm` (0 elsewhere).
@@ -288,11 +372,23 @@ mod tests {
         assert!(default.contains(&Section::Errorstats));
         assert!(!default.contains(&Section::Commandstats));
         assert_eq!(wanted(&b(&["default"])), default);
-        assert_eq!(wanted(&b(&["ALL"])).len(), Section::ALL.len());
+        assert_eq!(wanted(&b(&["ALL"])).len(), Section::ALL.len() - 1);
+        assert_eq!(wanted(&b(&["everything"])).len(), Section::ALL.len());
+        assert_eq!(wanted(&b(&["seen"])), vec![Section::Seen]);
         assert_eq!(
             wanted(&b(&["keyspace", "Commandstats"])),
             vec![Section::Commandstats, Section::Keyspace]
         );
         assert!(wanted(&b(&["nonsense"])).is_empty());
+    }
+
+    #[test]
+    fn filter_names_stay_on_their_line() {
+        assert_eq!(escaped(b"urls:2026"), "urls\\x3a2026");
+        assert_eq!(
+            escaped(b"a b,c=d\r\n\xff"),
+            "a\\x20b\\x2cc\\x3dd\\x0d\\x0a\\xff"
+        );
+        assert_eq!(escaped(b"plain-name_1"), "plain-name_1");
     }
 }

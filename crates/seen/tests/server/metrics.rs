@@ -1,6 +1,7 @@
 //! What an operator watches: `INFO` counters as Redis 7 writes them, read
 //! by the real Prometheus exporter for Redis.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -111,6 +112,77 @@ fn info_counts_calls_failures_errors_and_latencies_as_redis_7() {
     assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     assert!(info_item(&mut c, "commandstats", "cmdstat_bf.add", "calls").is_none());
     assert!(info_item(&mut c, "errorstats", "errorstat_ERR", "count").is_none());
+}
+
+/// `BF.INFO key HEALTH` and `INFO seen` tell a filter's fill, estimated
+/// items and error rate now, and which filters are past their capacity.
+#[test]
+fn filter_health_in_bf_info_and_info_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("d"), &[]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["BF.RESERVE", "ok", "0.01", "1000"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd(&[
+            "BF.RESERVE",
+            "over",
+            "0.01",
+            "100",
+            "NONSCALING",
+            "LAYOUT",
+            "BLOCKED"
+        ]),
+        b"+OK\r\n"
+    );
+    for i in 0..500 {
+        c.send(&["BF.ADD", "ok", &format!("a{i}")]);
+        c.send(&["BF.ADD", "over", &format!("a{i}")]);
+    }
+    for _ in 0..1000 {
+        c.read_reply_bytes().unwrap();
+    }
+    let mut health = |key: &str| -> BTreeMap<String, f64> {
+        c.send(&["BF.INFO", key, "HEALTH"]);
+        let seen_resp::Reply::Array(items) = c.read_reply() else {
+            panic!("RESP2 maps are arrays")
+        };
+        items
+            .chunks(2)
+            .map(|p| match (&p[0], &p[1]) {
+                (seen_resp::Reply::Simple(k), seen_resp::Reply::Integer(v)) => (text(k), *v as f64),
+                (seen_resp::Reply::Simple(k), seen_resp::Reply::Bulk(v)) => {
+                    (text(k), text(v).parse().unwrap())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let ok = health("ok");
+    assert_eq!(ok["Capacity"], 1000.0);
+    assert_eq!(ok["Number of items inserted"], 500.0);
+    assert!((ok["Estimated items"] - 500.0).abs() < 25.0, "{ok:?}");
+    assert!(
+        ok["Error rate now"] < 0.01 && ok["Over capacity"] == 0.0,
+        "{ok:?}"
+    );
+    assert!(ok["Fill ratio"] > 0.1 && ok["Fill ratio"] < 0.6, "{ok:?}");
+    // A non-scaling filter refuses adds past its 100 items: full, and so
+    // over its capacity, its rate now still within the one asked.
+    let over = health("over");
+    assert_eq!(over["Number of items inserted"], 100.0);
+    assert_eq!(over["Over capacity"], 1.0, "{over:?}");
+    let seen = text(&c.cmd(&["INFO", "seen"]));
+    assert!(
+        seen.contains("filters:2\r\nfilters_over_capacity:1\r\n"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("filter:name=over,kind=bloom,")
+            || seen.contains("filter:name=over,kind=scalable,"),
+        "{seen}"
+    );
+    assert!(!text(&c.cmd(&["INFO", "all"])).contains("# Seen"));
+    assert_eq!(c.cmd(&["BF.INFO", "nope", "HEALTH"]), b"-ERR not found\r\n");
 }
 
 /// A `prometheus-redis-exporter` process, stopped by its pid on drop.
