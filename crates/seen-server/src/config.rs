@@ -63,6 +63,11 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// Entries the slow log keeps (Redis's `slowlog-max-len`).
     pub slowlog_max_len: usize,
+    /// Where to serve Prometheus metrics (`GET /metrics`); `None`: nowhere.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Filters the metrics label one by one (by name order); the rest are
+    /// summed under `filter="_other"`.
+    pub metrics_max_filters: usize,
     /// The settings file it started with, if any: `CONFIG REWRITE` writes
     /// to it, `INFO server` shows it.
     pub config_file: Option<PathBuf>,
@@ -88,6 +93,8 @@ impl Default for Config {
             threads: 0,
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
+            metrics: None,
+            metrics_max_filters: 100,
             config_file: None,
             bf: BfDefaults::default(),
         }

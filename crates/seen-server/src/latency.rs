@@ -91,6 +91,22 @@ impl LatencyHistogram {
         }))
     }
 
+    /// For each bound (nanoseconds, ascending), how many durations fell in
+    /// buckets whose top is at most the bound: a Prometheus histogram's
+    /// cumulative counts (a bucket straddling a bound counts above it).
+    pub(crate) fn counts_at_most(&self, bounds_ns: &[u64]) -> Vec<u64> {
+        let mut out = Vec::with_capacity(bounds_ns.len());
+        let (mut b, mut sum) = (0, 0u64);
+        for &bound in bounds_ns {
+            while b < BUCKETS && bucket_top(b) <= bound {
+                sum += self.buckets[b].load(Ordering::Relaxed);
+                b += 1;
+            }
+            out.push(sum);
+        }
+        out
+    }
+
     /// Forgets every count (`CONFIG RESETSTAT`).
     pub(crate) fn reset(&self) {
         self.buckets
@@ -136,6 +152,7 @@ mod tests {
         assert!(near(p50, Duration::from_micros(1)), "{p50:?}");
         assert!(near(p90, Duration::from_micros(1)), "{p90:?}");
         assert!(near(p99, Duration::from_millis(1)), "{p99:?}");
+        assert_eq!(h.counts_at_most(&[500, 2_000, 2_000_000]), vec![0, 90, 100]);
         h.reset();
         assert!(h.quantiles([0.5]).is_none());
     }

@@ -39,6 +39,7 @@ mod config_file;
 mod connection;
 mod glob;
 mod latency;
+mod metrics;
 mod runtime;
 mod server;
 mod slowlog;

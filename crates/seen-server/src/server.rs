@@ -49,6 +49,8 @@ impl std::error::Error for ServerError {}
 pub struct Server {
     shared: Arc<Shared>,
     listeners: Vec<TcpListener>,
+    /// The Prometheus endpoint's listener, when `--metrics` is given.
+    metrics: Option<TcpListener>,
 }
 
 /// Stops a running [`Server`] from another task or thread.
@@ -101,8 +103,20 @@ impl Server {
             port = l.local_addr().map(|a| a.port()).unwrap_or(port);
             listeners.push(l);
         }
+        let metrics = match config.metrics {
+            Some(addr) => Some(
+                crate::metrics::bind(addr)
+                    .await
+                    .map_err(|e| ServerError::Bind(addr, e))?,
+            ),
+            None => None,
+        };
         let shared = Shared::new(store, config, port, crate::cmd::command_names());
-        Ok(Server { shared, listeners })
+        Ok(Server {
+            shared,
+            listeners,
+            metrics,
+        })
     }
 
     /// The address of the first listener (its port when 0 was asked).
@@ -135,6 +149,15 @@ impl Server {
             tasks.push(tokio::spawn(log_size_watch(shared.clone(), limit)));
         }
         tasks.push(tokio::spawn(sample_ops(shared.clone())));
+        if let Some(listener) = self.metrics {
+            if let Ok(a) = listener.local_addr() {
+                tracing::info!(%a, "metrics at http://{a}/metrics");
+            }
+            tasks.push(tokio::spawn(crate::metrics::serve(
+                shared.clone(),
+                listener,
+            )));
+        }
         let mut rx = shared.shutdown.subscribe();
         while !*rx.borrow() {
             if rx.changed().await.is_err() {

@@ -141,6 +141,16 @@ pub(crate) struct ServeArgs {
     /// Entries the slow log keeps (CONFIG SET slowlog-max-len changes it).
     #[arg(long, default_value_t = 128, value_name = "ENTRIES")]
     slowlog_max_len: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9479): per-command calls, errors and latency histograms,
+    /// clients, memory, and each filter's fill and error rate now. Off by
+    /// default; a scrape reads every filter's bits once.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+    /// Filters the metrics show one by one (by name order); the rest are
+    /// summed under filter="_other".
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    metrics_max_filters: usize,
     /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
     #[arg(long, default_value = "info", env = "SEEN_LOG")]
     log: String,
@@ -259,6 +269,8 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         bf,
         slowlog_log_slower_than: a.slowlog_log_slower_than,
         slowlog_max_len: a.slowlog_max_len,
+        metrics: a.metrics,
+        metrics_max_filters: a.metrics_max_filters,
         config_file: a.config,
     };
     let dir = config.dir.clone();

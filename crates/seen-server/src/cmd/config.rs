@@ -69,6 +69,11 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
             ctx.shared.slowlog.slower_than_us().to_string(),
         ),
         ("slowlog-max-len", ctx.shared.slowlog.max_len().to_string()),
+        (
+            "metrics",
+            c.metrics.map_or(String::new(), |a| a.to_string()),
+        ),
+        ("metrics-max-filters", c.metrics_max_filters.to_string()),
     ]
     .into_iter()
     .chain(BfSetting::ALL.map(|s| (s.name(), bf.text(s).to_string())))

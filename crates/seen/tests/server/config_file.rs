@@ -63,6 +63,7 @@ fn start_with(file: &Path, port: u16, extra: &[&str]) -> Server {
 fn every_flag_can_be_set_from_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
+    let metrics_port = free_port();
     let data = tmp.path().join("from-file");
     let keys = [
         ("dir", format!("{:?}", data.display().to_string())),
@@ -85,6 +86,8 @@ fn every_flag_can_be_set_from_the_file() {
         ("bf-expansion-factor", "4".into()),
         ("slowlog-log-slower-than", "-1".into()),
         ("slowlog-max-len", "9".into()),
+        ("metrics", format!("\"127.0.0.1:{metrics_port}\"")),
+        ("metrics-max-filters", "7".into()),
         ("log", "\"debug\"".into()),
     ];
     // The file below sets every flag `seen serve` has, and the shipped
@@ -132,6 +135,8 @@ fn every_flag_can_be_set_from_the_file() {
         ("bf-expansion-factor", "4"),
         ("slowlog-log-slower-than", "-1"),
         ("slowlog-max-len", "9"),
+        ("metrics", &format!("127.0.0.1:{metrics_port}")),
+        ("metrics-max-filters", "7"),
     ] {
         assert_eq!(
             got.get(name).map(String::as_str),

@@ -141,23 +141,7 @@ fn filter_health_in_bf_info_and_info_seen() {
     for _ in 0..1000 {
         c.read_reply_bytes().unwrap();
     }
-    let mut health = |key: &str| -> BTreeMap<String, f64> {
-        c.send(&["BF.INFO", key, "HEALTH"]);
-        let seen_resp::Reply::Array(items) = c.read_reply() else {
-            panic!("RESP2 maps are arrays")
-        };
-        items
-            .chunks(2)
-            .map(|p| match (&p[0], &p[1]) {
-                (seen_resp::Reply::Simple(k), seen_resp::Reply::Integer(v)) => (text(k), *v as f64),
-                (seen_resp::Reply::Simple(k), seen_resp::Reply::Bulk(v)) => {
-                    (text(k), text(v).parse().unwrap())
-                }
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    };
-    let ok = health("ok");
+    let ok = health_of(&mut c, "ok");
     assert_eq!(ok["Capacity"], 1000.0);
     assert_eq!(ok["Number of items inserted"], 500.0);
     assert!((ok["Estimated items"] - 500.0).abs() < 25.0, "{ok:?}");
@@ -168,7 +152,7 @@ fn filter_health_in_bf_info_and_info_seen() {
     assert!(ok["Fill ratio"] > 0.1 && ok["Fill ratio"] < 0.6, "{ok:?}");
     // A non-scaling filter refuses adds past its 100 items: full, and so
     // over its capacity, its rate now still within the one asked.
-    let over = health("over");
+    let over = health_of(&mut c, "over");
     assert_eq!(over["Number of items inserted"], 100.0);
     assert_eq!(over["Over capacity"], 1.0, "{over:?}");
     let seen = text(&c.cmd(&["INFO", "seen"]));
@@ -212,27 +196,30 @@ impl Exporter {
 
     /// The text of `/metrics`, once the exporter answers.
     fn scrape(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let request = format!(
-                    "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n",
-                    self.port
-                );
-                let mut body = String::new();
-                if s.write_all(request.as_bytes()).is_ok() && s.read_to_string(&mut body).is_ok() {
-                    if let Some((head, body)) = body.split_once("\r\n\r\n") {
-                        assert!(
-                            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-                            "{head}"
-                        );
-                        return body.to_string();
-                    }
+        scrape(self.port)
+    }
+}
+
+/// `GET /metrics` on `port` (retried until something answers): the body
+/// of a 200 reply.
+fn scrape(port: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let request = format!("GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+            let mut response = String::new();
+            if s.write_all(request.as_bytes()).is_ok() && s.read_to_string(&mut response).is_ok() {
+                if let Some((head, body)) = response.split_once("\r\n\r\n") {
+                    assert!(
+                        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+                        "{head}"
+                    );
+                    return body.to_string();
                 }
             }
-            assert!(Instant::now() < deadline, "the exporter did not answer");
-            std::thread::sleep(Duration::from_millis(50));
         }
+        assert!(Instant::now() < deadline, "nothing answered on {port}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -283,4 +270,108 @@ fn the_prometheus_exporter_for_redis_reads_seen() {
         sample(&m, "redis_latency_percentiles_usec_count{cmd=\"bf.add\"}") == Some(251.0),
         "{m}"
     );
+}
+
+/// `BF.INFO key HEALTH` as a map of numbers.
+fn health_of(c: &mut Raw, key: &str) -> BTreeMap<String, f64> {
+    c.send(&["BF.INFO", key, "HEALTH"]);
+    let seen_resp::Reply::Array(items) = c.read_reply() else {
+        panic!("RESP2 maps are arrays")
+    };
+    items
+        .chunks(2)
+        .map(|p| match (&p[0], &p[1]) {
+            (seen_resp::Reply::Simple(k), seen_resp::Reply::Integer(v)) => (text(k), *v as f64),
+            (seen_resp::Reply::Simple(k), seen_resp::Reply::Bulk(v)) => {
+                (text(k), text(v).parse().unwrap())
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// `seen serve --metrics`: what `/metrics` serves passes `promtool check
+/// metrics`, counts the commands, and tells each filter's fill and error
+/// rate now as `BF.INFO key HEALTH` does; past `--metrics-max-filters`
+/// the filters are summed under `_other`.
+#[test]
+fn the_metrics_endpoint_passes_promtool_and_agrees_with_bf_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server::start(
+        &dir.path().join("d"),
+        &["--metrics", &addr, "--metrics-max-filters", "2"],
+    );
+    let mut c = server.raw();
+    for (name, n) in [("a-urls", 300), ("b-titles", 700), ("c-spam", 50)] {
+        assert_eq!(c.cmd(&["BF.RESERVE", name, "0.01", "1000"]), b"+OK\r\n");
+        for i in 0..n {
+            c.send(&["BF.ADD", name, &format!("{name}-{i}")]);
+        }
+        for _ in 0..n {
+            assert_eq!(c.read_reply_bytes().unwrap(), b":1\r\n");
+        }
+    }
+    let m = scrape(port);
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is not installed: run the tests with scripts/test, which installs it");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(m.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{m}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        sample(&m, "seen_commands_total{cmd=\"bf.add\"}"),
+        Some(1050.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "seen_command_duration_seconds_count{cmd=\"bf.add\"}"),
+        Some(1050.0)
+    );
+    assert_eq!(sample(&m, "seen_filters"), Some(3.0));
+    for name in ["a-urls", "b-titles"] {
+        let h = health_of(&mut c, name);
+        let at = |metric: &str| {
+            sample(&m, &format!("{metric}{{filter=\"{name}\"}}"))
+                .unwrap_or_else(|| panic!("{metric} of {name}"))
+        };
+        assert_eq!(at("seen_filter_items"), h["Number of items inserted"]);
+        assert_eq!(at("seen_filter_capacity"), h["Capacity"]);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-300);
+        assert!(
+            close(at("seen_filter_fill_ratio"), h["Fill ratio"]),
+            "{name}"
+        );
+        assert!(
+            close(at("seen_filter_error_rate_now"), h["Error rate now"]),
+            "{name}"
+        );
+        assert!(close(at("seen_filter_error_rate"), 0.01));
+        assert_eq!(at("seen_filter_over_capacity"), h["Over capacity"]);
+    }
+    // The third filter by name is summed under _other, its counts only.
+    assert_eq!(
+        sample(&m, "seen_filter_items{filter=\"_other\"}"),
+        Some(50.0)
+    );
+    assert_eq!(
+        sample(&m, "seen_filter_fill_ratio{filter=\"_other\"}"),
+        None
+    );
+    assert_eq!(sample(&m, "seen_filter_items{filter=\"c-spam\"}"), None);
 }
