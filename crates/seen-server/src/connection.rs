@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::cmd::{self, Client};
+use crate::monitor::Watcher;
 use crate::state::Shared;
 
 /// Most requests run before their replies are written.
@@ -109,8 +110,12 @@ pub(crate) async fn serve(
             break;
         }
         // Read each time: CONFIG SET timeout applies to clients connected
-        // already, as in Redis.
-        let timeout = shared.runtime.timeout();
+        // already, as in Redis; a MONITOR client, which only reads, has
+        // none.
+        let timeout = match client.monitor {
+            Some(_) => None,
+            None => shared.runtime.timeout(),
+        };
         let idle = async {
             match timeout {
                 Some(t) => tokio::time::sleep(t).await,
@@ -127,6 +132,13 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => break,
             _ = handle.killed() => break,
+            line = next_monitor_line(&mut client.monitor) => {
+                if stream.write_all(&line).await.is_err() {
+                    break;
+                }
+                (shared.stats.net_output).fetch_add(line.len() as u64, Ordering::Relaxed);
+                continue;
+            }
             _ = idle => {
                 tracing::debug!(id, "idle timeout");
                 break;
@@ -191,6 +203,15 @@ pub(crate) async fn serve(
     }
     let _ = stream.shutdown().await;
     tracing::debug!(id, "client disconnected");
+}
+
+/// The next line of the command stream for a `MONITOR` client; never, for
+/// any other.
+async fn next_monitor_line(watcher: &mut Option<Watcher>) -> bytes::Bytes {
+    match watcher {
+        Some(w) => w.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Takes a connection out of the registry when it ends, however it ends.

@@ -40,6 +40,7 @@ mod connection;
 mod glob;
 mod latency;
 mod metrics;
+mod monitor;
 mod runtime;
 mod server;
 mod slowlog;

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::bf_config::BfDefaults;
 use crate::clients::Clients;
 use crate::config::Config;
+use crate::monitor::Monitor;
 use crate::runtime::Runtime;
 use crate::slowlog::SlowLog;
 use crate::stats::Stats;
@@ -21,6 +22,8 @@ pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     /// `SLOWLOG`.
     pub(crate) slowlog: SlowLog,
+    /// `MONITOR`.
+    pub(crate) monitor: Monitor,
     pub(crate) stats: Stats,
     pub(crate) started: Instant,
     pub(crate) port: u16,
@@ -104,6 +107,7 @@ impl Shared {
             auth_failures: AuthFailures::default(),
             runtime: Runtime::new(&config),
             slowlog: SlowLog::new(config.slowlog_log_slower_than, config.slowlog_max_len),
+            monitor: Monitor::default(),
             config,
             stats: Stats::new(commands),
             started: Instant::now(),

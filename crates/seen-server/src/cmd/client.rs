@@ -135,6 +135,15 @@ pub(crate) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ])
 }
 
+/// `MONITOR`: from now on, this connection is sent every command the
+/// server runs (see [`crate::monitor`]).
+pub(crate) fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx.client.monitor.is_none() {
+        ctx.client.monitor = Some(ctx.shared.monitor.watch());
+    }
+    Reply::ok()
+}
+
 pub(crate) fn select(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     match parse_i64(&args[1]) {
         Some(0) => Reply::ok(),

@@ -8,6 +8,7 @@ use seen_resp::{Protocol, Reply};
 use seen_store::Pending;
 
 use crate::clients::ClientHandle;
+use crate::monitor::Watcher;
 use crate::state::Shared;
 
 /// One connection's state.
@@ -23,6 +24,8 @@ pub(crate) struct Client {
     pub(crate) close: bool,
     /// Send no reply to the current command (`SHUTDOWN`).
     pub(crate) no_reply: bool,
+    /// The command stream it reads after `MONITOR`.
+    pub(crate) monitor: Option<Watcher>,
 }
 
 impl Client {
@@ -34,6 +37,7 @@ impl Client {
             pending: Pending::default(),
             close: false,
             no_reply: false,
+            monitor: None,
         }
     }
 

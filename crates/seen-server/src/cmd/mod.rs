@@ -37,6 +37,7 @@ pub(crate) use context::Client;
 use context::Ctx;
 use replies::wrong_arity;
 
+use crate::args::is;
 use crate::state::Shared;
 use crate::stats::{CommandIndex, Outcome};
 
@@ -64,6 +65,9 @@ pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) 
         shared.stats.command(cmd, 1, elapsed, outcome);
         if shared.slowlog.is_slow(elapsed) {
             shared.slowlog.record(req.args(), elapsed, &client.handle);
+        }
+        if ran && shared.monitor.is_watched() && !is(&req.args()[0], "monitor") {
+            shared.monitor.publish(&client.handle, req.args());
         }
     }
     reply
@@ -207,6 +211,11 @@ fn count_fused(
             let stats = &shared.stats;
             stats.command(cmd, ok, per_command * ok as u32, Outcome::Ok);
             stats.command(cmd, failed, per_command * failed as u32, Outcome::Failed);
+            if shared.monitor.is_watched() {
+                for r in &reqs[i..i + same] {
+                    shared.monitor.publish(&client.handle, r.args());
+                }
+            }
             if shared.slowlog.is_slow(per_command) {
                 for r in &reqs[i..i + same] {
                     shared.slowlog.record(r.args(), per_command, &client.handle);

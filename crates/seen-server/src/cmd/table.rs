@@ -440,6 +440,16 @@ pub(crate) static COMMANDS: &[Spec] = &[
         "Checkpoints and stops the server"
     ),
     spec!(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        client::monitor,
+        "Streams every command the server runs"
+    ),
+    spec!(
         "slowlog",
         -2,
         &["admin", "loading", "stale"],

@@ -140,3 +140,41 @@ fn slowlog_keeps_the_commands_past_the_threshold() {
         b"-ERR count should be greater than or equal to -1\r\n"
     );
 }
+
+/// `MONITOR` streams the commands of other clients, in Redis's form,
+/// without `AUTH`'s password.
+#[test]
+fn monitor_streams_every_command_but_passwords() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--requirepass", "s3cret"]);
+    let mut watcher = server.raw();
+    assert_eq!(watcher.cmd(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert_eq!(watcher.cmd(&["MONITOR"]), b"+OK\r\n");
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["BF.ADD", "urls", "a \"quoted\" item"]), b":1\r\n");
+    for i in 0..3 {
+        c.send(&["BF.EXISTS", "urls", &i.to_string()]);
+    }
+    for _ in 0..3 {
+        c.read_reply_bytes().unwrap();
+    }
+    let mut lines = Vec::new();
+    for _ in 0..4 {
+        match watcher.read_reply() {
+            Reply::Simple(l) => lines.push(text(&l)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        lines[0].ends_with(r#"] "BF.ADD" "urls" "a \"quoted\" item""#),
+        "{lines:?}"
+    );
+    assert!(
+        lines[3].ends_with(r#"] "BF.EXISTS" "urls" "2""#),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains("s3cret")), "{lines:?}");
+    let (secs, _) = lines[0].split_once(' ').unwrap();
+    assert!(secs.parse::<f64>().unwrap() > 1.7e9, "{secs}");
+}
