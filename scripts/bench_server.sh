@@ -10,6 +10,9 @@
 # With BASELINE=<another seen binary> (e.g. one built from an earlier
 # commit), every throughput test also runs against that binary, in turns
 # with this one, and a column gives this one's median over the baseline's.
+# ONLY=<test> (add1, add16, add64, exists64, madd64, ...) runs that test
+# alone, ROUNDS times, and skips memory and restart: for a close
+# comparison of one figure.
 #
 # Every throughput is measured ROUNDS times (default 3; the tests take
 # turns, so that a slow moment of this shared VM does not hit one test
@@ -23,6 +26,7 @@ PORT=${PORT:-16501}
 RPORT=${RPORT:-16502}
 BPORT=${BPORT:-16503}
 BASELINE=${BASELINE:-}
+ONLY=${ONLY:-}
 N=${N:-3000000}
 ROUNDS=${ROUNDS:-3}
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
@@ -64,6 +68,7 @@ printf '%-34s %14s %14s %8s   %s\n' "test" "seen" "RedisBloom*" "ratio" "range o
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 row() { # name key reference
   local m lo hi
+  [ -n "${RUNS[$2]:-}" ] || return 0
   m=$(echo "${RUNS[$2]}" | median)
   lo=$(echo "${RUNS[$2]}" | tr ' ' '\n' | grep . | sort -g | head -1)
   hi=$(echo "${RUNS[$2]}" | tr ' ' '\n' | grep . | sort -g | tail -1)
@@ -81,6 +86,7 @@ row() { # name key reference
 }
 measure() { # key multiplier redis-benchmark arguments...: one run of a test
   local key=$1 mul=$2; shift 2
+  if [ -n "$ONLY" ] && [ "$ONLY" != "$key" ]; then return 0; fi
   RUNS[$key]+=" $(echo "$(rps "$PORT" "$@") * $mul" | bc -l)"
   if [ -n "$BASELINE" ]; then
     RUNS[base_$key]+=" $(echo "$(rps "$BPORT" "$@") * $mul" | bc -l)"
@@ -107,6 +113,11 @@ row "BF.MADD x10 P=16 (items/s)" madd16 1600000
 row "BF.MADD x10 P=64 (items/s)" madd64 2000000
 row "BF.MEXISTS x10 P=16 (items/s)" mexists16 ""
 row "BF.MEXISTS x10 P=64 (items/s)" mexists64 ""
+if [ -n "$ONLY" ]; then
+  kill -TERM "$SEEN_PID"; wait "$SEEN_PID" || true
+  if [ -n "$BASELINE" ]; then kill -TERM "$BASE_PID"; wait "$BASE_PID" || true; fi
+  exit 0
+fi
 
 # Memory and restart on a fresh server whose filter holds 10M items (the
 # throughput runs above added about three times as many).

@@ -154,6 +154,10 @@ pub(crate) struct ServeArgs {
     /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
     #[arg(long, default_value = "info", env = "SEEN_LOG")]
     log: String,
+    /// Log lines as `text` (for people) or `json` (one object a line, for
+    /// log shippers), on stderr.
+    #[arg(long, default_value = "text", value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: String,
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -224,14 +228,16 @@ pub(crate) fn with_config_file(a: ServeArgs, cli: &[OsString]) -> anyhow::Result
 }
 
 pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&a.log)
-                .with_context(|| format!("--log '{}' is not a valid log filter", a.log))?,
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_new(&a.log)
+        .with_context(|| format!("--log '{}' is not a valid log filter", a.log))?;
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if a.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
     let to_usize = |v: u64, flag: &str| {
         usize::try_from(v).with_context(|| format!("{flag} {v} is too large for this machine"))
     };

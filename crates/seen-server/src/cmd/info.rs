@@ -272,6 +272,7 @@ fn write_health(out: &mut String, sh: &Shared) {
     names.sort();
     let mut lines = String::new();
     let (mut filters, mut over, mut listed) = (0u64, 0u64, 0usize);
+    let (mut items, mut bits, mut bits_set) = (0u64, 0u64, 0u64);
     for name in &names {
         let health = sh.store.with_filter(name, |f| {
             let s = f.stats();
@@ -282,6 +283,9 @@ fn write_health(out: &mut String, sh: &Shared) {
         };
         filters += 1;
         over += u64::from(is_over);
+        items = items.saturating_add(s.items);
+        bits = bits.saturating_add(s.bits);
+        bits_set = bits_set.saturating_add(s.bits_set);
         if listed == MAX_LISTED_FILTERS {
             continue;
         }
@@ -303,7 +307,7 @@ fn write_health(out: &mut String, sh: &Shared) {
     }
     let _ = write!(
         out,
-        "filters:{filters}\r\nfilters_over_capacity:{over}\r\nfilters_listed:{listed}\r\n{lines}"
+        "filters:{filters}\r\nfilters_over_capacity:{over}\r\nitems:{items}\r\nbits:{bits}\r\nbits_set:{bits_set}\r\nfilters_listed:{listed}\r\n{lines}"
     );
 }
 

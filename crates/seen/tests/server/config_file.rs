@@ -89,6 +89,7 @@ fn every_flag_can_be_set_from_the_file() {
         ("metrics", format!("\"127.0.0.1:{metrics_port}\"")),
         ("metrics-max-filters", "7".into()),
         ("log", "\"debug\"".into()),
+        ("log-format", "\"json\"".into()),
     ];
     // The file below sets every flag `seen serve` has, and the shipped
     // example lists every one.
@@ -144,7 +145,12 @@ fn every_flag_can_be_set_from_the_file() {
             "{name}: {got:?}"
         );
     }
-    assert!(server.log_text().contains("DEBUG"), "log = \"debug\" took");
+    // log = "debug" and log-format = "json" took.
+    let log = server.log_text();
+    let first = log.lines().next().expect("a log line");
+    let v: serde_json::Value = serde_json::from_str(first).expect("a JSON line");
+    assert!(v["level"].is_string(), "{first}");
+    assert!(log.contains("\"level\":\"DEBUG\""), "{log}");
     let info = text(&c.cmd(&["INFO", "server"]));
     assert!(
         info.contains(&format!("config_file:{}", file.display())),
