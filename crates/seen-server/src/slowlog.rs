@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
@@ -84,7 +84,9 @@ impl SlowLog {
         }
         let entry = SlowEntry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            unix_secs: crate::state::unix_now(),
+            unix_secs: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
             duration: d,
             args: cut_args(args),
             addr: client.addr.clone(),
