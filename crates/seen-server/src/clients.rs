@@ -87,8 +87,9 @@ impl ClientHandle {
         self.connected.elapsed().saturating_sub(last)
     }
 
-    /// Asks the connection to close (`CLIENT KILL`): it does once the
-    /// command it may be running has answered.
+    /// Asks the connection to close (`CLIENT KILL`): at once when it waits
+    /// for input or for the client to read, or once the command it may be
+    /// running has answered.
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         self.kill.notify_one();

@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::clients::ClientHandle;
 use crate::cmd::{self, Client};
 use crate::monitor::Watcher;
 use crate::state::Shared;
@@ -94,7 +95,7 @@ pub(crate) async fn serve(
         .local_addr()
         .map_or_else(|_| String::new(), |a| a.to_string());
     let handle = shared.clients.register(id, addr, laddr);
-    let _registered = Registered(&shared, id);
+    let registered = Registered(&shared, id);
     let mut client = Client::new(handle.clone(), shared.config.requirepass.is_none());
     let limits = Limits {
         max_bulk_len: shared.config.proto_max_bulk_len,
@@ -109,16 +110,20 @@ pub(crate) async fn serve(
         if *shutdown.borrow() {
             break;
         }
-        // Read each time: CONFIG SET timeout applies to clients connected
-        // already, as in Redis; a MONITOR client, which only reads, has
-        // none.
+        // CONFIG SET timeout applies to clients connected already, idle
+        // ones included, as in Redis: a change wakes the wait, and the
+        // timeout counts from the client's last command. A MONITOR
+        // client, which only reads, has none.
+        let timeout_changed = shared.runtime.timeout_changed();
+        tokio::pin!(timeout_changed);
+        timeout_changed.as_mut().enable();
         let timeout = match client.monitor {
             Some(_) => None,
             None => shared.runtime.timeout(),
         };
         let idle = async {
             match timeout {
-                Some(t) => tokio::time::sleep(t).await,
+                Some(t) => tokio::time::sleep(t.saturating_sub(handle.idle())).await,
                 None => std::future::pending().await,
             }
         };
@@ -132,8 +137,9 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => break,
             _ = handle.killed() => break,
+            _ = &mut timeout_changed => continue,
             line = next_monitor_line(&mut client.monitor) => {
-                if stream.write_all(&line).await.is_err() {
+                if !write_unless_stopped(&mut stream, &line, &handle, &mut shutdown).await {
                     break;
                 }
                 (shared.stats.net_output).fetch_add(line.len() as u64, Ordering::Relaxed);
@@ -173,7 +179,7 @@ pub(crate) async fn serve(
                 }
             }
             if output.len() >= MAX_OUTPUT || !full || client.close {
-                if stream.write_all(&output).await.is_err() {
+                if !write_unless_stopped(&mut stream, &output, &handle, &mut shutdown).await {
                     break 'conn;
                 }
                 (shared.stats.net_output).fetch_add(output.len() as u64, Ordering::Relaxed);
@@ -201,8 +207,27 @@ pub(crate) async fn serve(
             input = BytesMut::with_capacity(16 * 1024);
         }
     }
+    // Out of the registry before the client sees the end: once it has,
+    // CLIENT LIST no longer shows it.
+    drop(registered);
     let _ = stream.shutdown().await;
     tracing::debug!(id, "client disconnected");
+}
+
+/// Writes `bytes` to the client: false when that failed, or when the
+/// connection was killed or the server began to stop first (a client that
+/// reads nothing must not hold up `CLIENT KILL` or a shutdown).
+async fn write_unless_stopped(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    handle: &ClientHandle,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        r = stream.write_all(bytes) => r.is_ok(),
+        _ = handle.killed() => false,
+        _ = shutdown.changed() => false,
+    }
 }
 
 /// The next line of the command stream for a `MONITOR` client; never, for

@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
 use crate::args::parse_i64;
 use crate::config::Config;
 
@@ -56,7 +59,8 @@ impl ServerSetting {
 
     /// A value as `CONFIG SET` takes it: `maxclients` at least 1,
     /// `timeout` seconds, `maxmemory` bytes with Redis's units (`k` 1000,
-    /// `kb` 1024, `m`, `mb`, `g`, `gb`, any case), `slowlog-log-slower-than`
+    /// `kb` 1024, `m`, `mb`, `g`, `gb`, any case; also `kib`, `mib`,
+    /// `gib`, `tib`; 0: no limit), `slowlog-log-slower-than`
     /// microseconds (negative: off), `slowlog-max-len` entries.
     pub(crate) fn parse(self, value: &[u8]) -> Result<i64, String> {
         let n = parse_i64(value);
@@ -97,7 +101,10 @@ fn parse_memory(v: &[u8]) -> Option<u64> {
         b"m" => 1_000_000,
         b"mb" => 1 << 20,
         b"g" => 1_000_000_000,
-        b"gb" => 1 << 30,
+        b"gb" | b"gib" => 1 << 30,
+        b"kib" => 1 << 10,
+        b"mib" => 1 << 20,
+        b"tib" => 1 << 40,
         _ => return None,
     };
     n.checked_mul(mult)
@@ -108,6 +115,8 @@ fn parse_memory(v: &[u8]) -> Option<u64> {
 pub(crate) struct Runtime {
     maxclients: AtomicUsize,
     timeout_secs: AtomicU64,
+    /// Wakes the idle clients' waits when `timeout` changes.
+    timeout_changed: Notify,
     changed: Mutex<BTreeSet<&'static str>>,
 }
 
@@ -117,6 +126,7 @@ impl Runtime {
         Runtime {
             maxclients: AtomicUsize::new(config.maxclients),
             timeout_secs: AtomicU64::new(config.timeout.map_or(0, |t| t.as_secs())),
+            timeout_changed: Notify::new(),
             changed: Mutex::new(BTreeSet::new()),
         }
     }
@@ -131,6 +141,12 @@ impl Runtime {
         (secs > 0).then(|| Duration::from_secs(secs))
     }
 
+    /// Resolves when `timeout` changes (`notified` before reading it, so
+    /// that a change in between is not missed).
+    pub(crate) fn timeout_changed(&self) -> Notified<'_> {
+        self.timeout_changed.notified()
+    }
+
     /// Sets `maxclients` or `timeout` (a value [`ServerSetting::parse`]
     /// took; `maxmemory` goes to the store, the slow log's to the log).
     pub(crate) fn set(&self, setting: ServerSetting, value: i64) {
@@ -140,7 +156,10 @@ impl Runtime {
                 let n = usize::try_from(value).unwrap_or(usize::MAX);
                 self.maxclients.store(n, Ordering::Relaxed);
             }
-            ServerSetting::Timeout => self.timeout_secs.store(value, Ordering::Relaxed),
+            ServerSetting::Timeout => {
+                self.timeout_secs.store(value, Ordering::Relaxed);
+                self.timeout_changed.notify_waiters();
+            }
             _ => {}
         }
     }
@@ -173,6 +192,7 @@ mod tests {
         assert_eq!(mem("1KB"), Ok(1024));
         assert_eq!(mem("2gb"), Ok(2 << 30));
         assert_eq!(mem("3m"), Ok(3_000_000));
+        assert_eq!(mem("8GiB"), Ok(8 << 30));
         assert_eq!(ServerSetting::SlowlogLogSlowerThan.parse(b"-1"), Ok(-1));
         for bad in [
             "",

@@ -178,3 +178,63 @@ fn monitor_streams_every_command_but_passwords() {
     let (secs, _) = lines[0].split_once(' ').unwrap();
     assert!(secs.parse::<f64>().unwrap() > 1.7e9, "{secs}");
 }
+
+/// `CLIENT KILL` closes a client that reads nothing (a `MONITOR` client
+/// whose socket is full), and `CONFIG SET timeout` closes clients idle
+/// already; the slow log keeps no password.
+#[test]
+fn kills_and_timeouts_reach_clients_that_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("d"), &["--slowlog-log-slower-than", "0"]);
+    let mut admin = server.raw();
+    let mut stuck = server.raw();
+    assert_eq!(stuck.cmd(&["CLIENT", "SETNAME", "stuck"]), b"+OK\r\n");
+    assert_eq!(stuck.cmd(&["MONITOR"]), b"+OK\r\n");
+    let stuck_id = field(
+        &line_named(&client_list(&mut admin, &[]), "stuck").unwrap(),
+        "id",
+    )
+    .to_string();
+    // Lines for the monitor until its socket buffers are full: it reads
+    // nothing, so the server's write to it waits.
+    let big = "x".repeat(64 * 1024);
+    for _ in 0..200 {
+        assert_eq!(
+            admin.cmd(&["ECHO", &big]).len(),
+            big.len() + "$65536\r\n\r\n".len()
+        );
+    }
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &stuck_id]), b":1\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while line_named(&client_list(&mut admin, &[]), "stuck").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed client is still listed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stuck);
+
+    let mut idle = server.raw();
+    assert_eq!(idle.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "timeout", "1"]), b"+OK\r\n");
+    assert!(
+        closed_soon(&mut idle),
+        "an idle client outlived the new timeout"
+    );
+    // The admin connection sat idle meanwhile too: a new one.
+    let mut admin = server.raw();
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "timeout", "0"]), b"+OK\r\n");
+
+    assert_eq!(admin.cmd(&["AUTH", "default", "whatever"]), b"+OK\r\n");
+    c_slowlog_has_no_password(&mut admin);
+}
+
+fn c_slowlog_has_no_password(c: &mut Raw) {
+    c.send(&["SLOWLOG", "GET", "-1"]);
+    let reply = format!("{:?}", c.read_reply());
+    assert!(
+        reply.contains("(redacted)") && !reply.contains("whatever"),
+        "{reply}"
+    );
+}
