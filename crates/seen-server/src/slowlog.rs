@@ -121,8 +121,16 @@ impl SlowLog {
 
 /// The arguments as Redis keeps them in its slow log: at most
 /// [`MAX_ARGS`] (the last one then says how many more there were), each at
-/// most [`MAX_ARG_BYTES`] (then saying how many more bytes it had).
+/// most [`MAX_ARG_BYTES`] (then saying how many more bytes it had), and
+/// those of `AUTH` and `HELLO`, which may be passwords, as `(redacted)`.
 fn cut_args(args: &[Bytes]) -> Vec<Bytes> {
+    let name = args.first().map_or(&b""[..], |a| &a[..]);
+    if name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") {
+        let redacted = args[1..].iter().map(|_| Bytes::from_static(b"(redacted)"));
+        return std::iter::once(Bytes::copy_from_slice(name))
+            .chain(redacted)
+            .collect();
+    }
     let kept = if args.len() > MAX_ARGS {
         MAX_ARGS - 1
     } else {
@@ -177,6 +185,15 @@ mod tests {
         assert_eq!(got[1].args.len(), 32);
         assert_eq!(got[1].args[31], "... (9 more arguments)");
         assert_eq!((got[0].id, got[1].id), (1, 0));
+        log.record(
+            &[Bytes::from("AUTH"), Bytes::from("s3cret")],
+            Duration::from_millis(3),
+            &c,
+        );
+        assert_eq!(
+            log.newest(Some(1))[0].args,
+            vec![Bytes::from("AUTH"), Bytes::from("(redacted)")]
+        );
         for _ in 0..3 {
             log.record(&long, Duration::from_millis(3), &c);
         }

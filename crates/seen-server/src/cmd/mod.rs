@@ -41,6 +41,27 @@ use crate::args::is;
 use crate::state::Shared;
 use crate::stats::{CommandIndex, Outcome};
 
+/// Counts the error replies in `reply` (an array's errors included, as a
+/// `BF.MADD` that filled its filter answers) by prefix; whether there was
+/// one, which makes the call a failed one, as in Redis.
+fn count_errors(shared: &Shared, reply: &Reply) -> bool {
+    match reply {
+        Reply::Error(text) => {
+            shared.stats.error_reply(text);
+            true
+        }
+        Reply::Array(items) => {
+            // Every error is counted: no stopping at the first.
+            let mut any = false;
+            for item in items {
+                any |= count_errors(shared, item);
+            }
+            any
+        }
+        _ => false,
+    }
+}
+
 /// The names of the commands, in the table's order (for the counters).
 pub(crate) fn command_names() -> Vec<&'static str> {
     table::COMMANDS.iter().map(|s| s.name).collect()
@@ -52,18 +73,16 @@ pub(crate) fn command_names() -> Vec<&'static str> {
 pub(crate) fn execute(shared: &Arc<Shared>, client: &mut Client, req: &Request) -> Reply {
     let started = Instant::now();
     let (reply, counted) = run(shared, client, req, started);
-    if let Reply::Error(text) = &reply {
-        shared.stats.error_reply(text);
-    }
+    let failed = count_errors(shared, &reply);
     if let Some((cmd, ran)) = counted {
-        let outcome = match (&reply, ran) {
-            (_, false) => Outcome::Rejected,
-            (Reply::Error(_), true) => Outcome::Failed,
-            _ => Outcome::Ok,
+        let outcome = match (ran, failed) {
+            (false, _) => Outcome::Rejected,
+            (true, true) => Outcome::Failed,
+            (true, false) => Outcome::Ok,
         };
         let elapsed = started.elapsed();
         shared.stats.command(cmd, 1, elapsed, outcome);
-        if shared.slowlog.is_slow(elapsed) {
+        if ran && shared.slowlog.is_slow(elapsed) {
             shared.slowlog.record(req.args(), elapsed, &client.handle);
         }
         if ran && shared.monitor.is_watched() && !is(&req.args()[0], "monitor") {
@@ -188,21 +207,10 @@ fn count_fused(
             .iter()
             .take_while(|r| r.args()[0].eq_ignore_ascii_case(name))
             .count();
-        let mut ok = 0u64;
-        for reply in &replies[i..i + same] {
-            match reply {
-                Reply::Error(text) => shared.stats.error_reply(text),
-                Reply::Array(items) => {
-                    ok += 1;
-                    for item in items {
-                        if let Reply::Error(text) = item {
-                            shared.stats.error_reply(text);
-                        }
-                    }
-                }
-                _ => ok += 1,
-            }
-        }
+        let ok = replies[i..i + same]
+            .iter()
+            .filter(|reply| !count_errors(shared, reply))
+            .count() as u64;
         let mut buf = [0u8; 32];
         let cmd = lowercase_name(name, &mut buf).and_then(table::lookup);
         if let Some((cmd, _)) = cmd {

@@ -78,6 +78,18 @@ fn info_counts_calls_failures_errors_and_latencies_as_redis_7() {
     let usec = count(&mut c, "commandstats", "cmdstat_bf.add", "usec");
     assert!(usec < 10_000_000, "{usec} us for 104 adds");
     assert_eq!(count(&mut c, "errorstats", "errorstat_ERR", "count"), 4);
+    // A BF.MADD whose last item found the filter full answers an array
+    // with an error: a failed call, its error counted, alone or pipelined.
+    c.cmd(&["BF.MADD", "full", "x", "y"]);
+    c.send(&["BF.MADD", "full", "z"]);
+    c.send(&["BF.MADD", "full", "w"]);
+    c.read_reply_bytes().unwrap();
+    c.read_reply_bytes().unwrap();
+    assert_eq!(
+        count(&mut c, "commandstats", "cmdstat_bf.madd", "failed_calls"),
+        3
+    );
+    assert_eq!(count(&mut c, "errorstats", "errorstat_ERR", "count"), 7);
     let p50: f64 = info_item(
         &mut c,
         "latencystats",
@@ -293,7 +305,7 @@ fn health_of(c: &mut Raw, key: &str) -> BTreeMap<String, f64> {
 /// `seen serve --metrics`: what `/metrics` serves passes `promtool check
 /// metrics`, counts the commands, and tells each filter's fill and error
 /// rate now as `BF.INFO key HEALTH` does; past `--metrics-max-filters`
-/// the filters are summed under `_other`.
+/// the filters are summed in `seen_unlisted_*`.
 #[test]
 fn the_metrics_endpoint_passes_promtool_and_agrees_with_bf_info() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,14 +376,8 @@ fn the_metrics_endpoint_passes_promtool_and_agrees_with_bf_info() {
         assert!(close(at("seen_filter_error_rate"), 0.01));
         assert_eq!(at("seen_filter_over_capacity"), h["Over capacity"]);
     }
-    // The third filter by name is summed under _other, its counts only.
-    assert_eq!(
-        sample(&m, "seen_filter_items{filter=\"_other\"}"),
-        Some(50.0)
-    );
-    assert_eq!(
-        sample(&m, "seen_filter_fill_ratio{filter=\"_other\"}"),
-        None
-    );
+    // The third filter by name is summed in the seen_unlisted_* metrics.
+    assert_eq!(sample(&m, "seen_unlisted_filters"), Some(1.0));
+    assert_eq!(sample(&m, "seen_unlisted_filter_items"), Some(50.0));
     assert_eq!(sample(&m, "seen_filter_items{filter=\"c-spam\"}"), None);
 }
