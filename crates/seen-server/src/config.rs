@@ -66,7 +66,7 @@ pub struct Config {
     /// Where to serve Prometheus metrics (`GET /metrics`); `None`: nowhere.
     pub metrics: Option<std::net::SocketAddr>,
     /// Filters the metrics label one by one (by name order); the rest are
-    /// summed under `filter="_other"`.
+    /// summed in `seen_unlisted_*` metrics.
     pub metrics_max_filters: usize,
     /// The settings file it started with, if any: `CONFIG REWRITE` writes
     /// to it, `INFO server` shows it.

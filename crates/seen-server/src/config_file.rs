@@ -10,6 +10,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use toml_edit::{Document, DocumentMut, Item, Value};
 
@@ -153,6 +154,9 @@ pub fn rewrite_config_file(
     path: &Path,
     settings: &[(&str, String)],
 ) -> Result<(), ConfigFileError> {
+    // One rewrite at a time: two would share the temporary file.
+    static REWRITING: Mutex<()> = Mutex::new(());
+    let _one = REWRITING.lock().unwrap_or_else(|e| e.into_inner());
     let io_err = |source: io::Error| ConfigFileError::Io {
         path: path.to_path_buf(),
         source,
@@ -190,7 +194,16 @@ pub fn rewrite_config_file(
     let tmp = path.with_extension("toml.tmp");
     let write = || -> io::Result<()> {
         use std::io::Write as _;
-        let mut f = std::fs::File::create(&tmp)?;
+        // Owner-only until it has the old file's permissions: a file that
+        // holds `requirepass` must not become readable by others.
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            f.set_permissions(meta.permissions())?;
+        }
         f.write_all(doc.to_string().as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;

@@ -8,7 +8,7 @@
 //! `filter`) its items, capacity, memory, fill, estimated items and error
 //! rate now against the one asked. The filters past
 //! [`Config::metrics_max_filters`](crate::Config::metrics_max_filters) by
-//! name order are summed under `filter="_other"` (counts only). A scrape
+//! name order are summed in `seen_unlisted_*` metrics (counts only). A scrape
 //! walks every filter's bits once, as `INFO seen` does.
 
 use std::net::SocketAddr;
@@ -33,9 +33,6 @@ const LATENCY_BOUNDS: [f64; 16] = [
     1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1.0,
     10.0,
 ];
-
-/// The filter label of the filters past the labelled ones.
-const OTHER_FILTERS: &str = "_other";
 
 /// Writes the server's metrics at each scrape.
 struct ServerCollector(Arc<Shared>);
@@ -197,7 +194,7 @@ impl Collector for ServerCollector {
     }
 }
 
-/// A filter's numbers, or the sum of the filters past the labelled ones.
+/// A filter's numbers, or the sums of the filters past the labelled ones.
 #[derive(Default)]
 struct FilterSample {
     items: f64,
@@ -205,8 +202,26 @@ struct FilterSample {
     bytes: f64,
     estimated_items: f64,
     over_capacity: f64,
-    /// Fill ratio, error rate asked, error rate now: for one filter only.
-    rates: Option<(f64, f64, f64)>,
+    /// Fill ratio, error rate asked, error rate now.
+    rates: (f64, f64, f64),
+}
+
+/// A filter name as a label value: its text, with `\` and any byte that
+/// is not UTF-8 as `\xHH`, so that two names never share a label.
+fn label_of(name: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\x5c"),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 impl ServerCollector {
@@ -231,10 +246,10 @@ impl ServerCollector {
                 bytes: s.memory_bytes as f64,
                 estimated_items: s.estimated_items,
                 over_capacity: f64::from(u8::from(over)),
-                rates: Some((s.fill_ratio, s.error_rate, s.current_fpp)),
+                rates: (s.fill_ratio, s.error_rate, s.current_fpp),
             };
             if samples.len() < sh.config.metrics_max_filters {
-                samples.push((String::from_utf8_lossy(name).into_owned(), sample));
+                samples.push((label_of(name), sample));
             } else {
                 others += 1;
                 other.items += sample.items;
@@ -251,7 +266,42 @@ impl ServerCollector {
             gauge((samples.len() + others) as f64),
         )?;
         if others > 0 {
-            samples.push((OTHER_FILTERS.to_string(), other));
+            // Summed, without a label that a filter's name could take.
+            let unlisted = [
+                (
+                    "seen_unlisted_filters",
+                    "Filters past --metrics-max-filters.",
+                    others as f64,
+                ),
+                (
+                    "seen_unlisted_filter_items",
+                    "Their adds that answered new, summed.",
+                    other.items,
+                ),
+                (
+                    "seen_unlisted_filter_capacity",
+                    "Their capacities, summed.",
+                    other.capacity,
+                ),
+                (
+                    "seen_unlisted_filter_memory_bytes",
+                    "Their memory, summed.",
+                    other.bytes,
+                ),
+                (
+                    "seen_unlisted_filter_estimated_items",
+                    "Their estimated items, summed.",
+                    other.estimated_items,
+                ),
+                (
+                    "seen_unlisted_filters_over_capacity",
+                    "How many of them are over capacity.",
+                    other.over_capacity,
+                ),
+            ];
+            for (name, help, v) in unlisted {
+                single(e, name, help, gauge(v))?;
+            }
         }
         let each = |f: fn(&FilterSample) -> f64| {
             samples
@@ -262,7 +312,7 @@ impl ServerCollector {
         let rated = |f: fn((f64, f64, f64)) -> f64| {
             samples
                 .iter()
-                .filter_map(move |(n, s)| Some((n.clone(), gauge(f(s.rates?)))))
+                .map(move |(n, s)| (n.clone(), gauge(f(s.rates))))
                 .collect::<Vec<_>>()
         };
         family(

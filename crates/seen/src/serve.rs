@@ -70,9 +70,9 @@ pub(crate) struct ServeArgs {
     /// Most simultaneous clients.
     #[arg(long, default_value_t = 10_000)]
     maxclients: usize,
-    /// Memory all filters together may use (e.g. 8GiB), scalable filters'
-    /// growth included; commands that would create a filter, or grow one,
-    /// past it get an error. Default: 3/4 of the RAM.
+    /// Memory all filters together may use (e.g. 8GiB; 0: no limit),
+    /// scalable filters' growth included; commands that would create a
+    /// filter, or grow one, past it get an error. Default: 3/4 of the RAM.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     maxmemory: Option<u64>,
     /// Largest single filter (e.g. 16GiB).
@@ -148,7 +148,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
     /// Filters the metrics show one by one (by name order); the rest are
-    /// summed under filter="_other".
+    /// summed in seen_unlisted_* metrics.
     #[arg(long, default_value_t = 100, value_name = "N")]
     metrics_max_filters: usize,
     /// Log filter (tracing's RUST_LOG syntax), e.g. `info` or `debug`.
@@ -197,15 +197,15 @@ pub(crate) fn with_config_file(a: ServeArgs, cli: &[OsString]) -> anyhow::Result
             .ok_or_else(|| {
                 anyhow::anyhow!("{at}: not a setting (the keys are the flags of `seen serve --help` without their dashes)")
             })?;
-        let flag = OsString::from(format!("--{}", s.key));
+        // `--key=value`, so that a value starting with `-` stays a value.
         let mut args = Vec::new();
         if s.switch {
             if !s.values.is_empty() {
-                args.push(flag);
+                args.push(OsString::from(format!("--{}", s.key)));
             }
         } else {
             for v in &s.values {
-                args.extend([flag.clone(), OsString::from(v)]);
+                args.push(OsString::from(format!("--{}={v}", s.key)));
             }
         }
         cmd.clone()
@@ -265,7 +265,11 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             a.client_query_buffer_limit,
             "--client-query-buffer-limit",
         )?,
-        maxmemory: a.maxmemory.unwrap_or_else(seen_server::default_maxmemory),
+        maxmemory: match a.maxmemory {
+            None => seen_server::default_maxmemory(),
+            Some(0) => u64::MAX,
+            Some(limit) => limit,
+        },
         max_filter_bytes: a.max_filter_bytes,
         timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
         save_interval: (a.save_interval > 0).then(|| Duration::from_secs(a.save_interval)),

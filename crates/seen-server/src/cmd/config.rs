@@ -41,7 +41,13 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         ("appendfsync", fsync.into()),
         ("save", "".into()),
         ("maxclients", rt.maxclients().to_string()),
-        ("maxmemory", ctx.shared.store.max_memory().to_string()),
+        (
+            "maxmemory",
+            match ctx.shared.store.max_memory() {
+                u64::MAX => "0".to_string(),
+                limit => limit.to_string(),
+            },
+        ),
         ("maxmemory-policy", "noeviction".into()),
         ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
         (
@@ -88,8 +94,9 @@ enum Change {
 }
 
 /// `CONFIG SET name value [name value ...]`: the `bf-*` settings,
-/// `maxclients`, `timeout` and `maxmemory`, all or none (Redis's rule);
-/// every other setting is seen's flag, fixed while it runs.
+/// `maxclients`, `timeout`, `maxmemory` and the slow log's two, all or none
+/// (Redis's rule); every other setting is seen's flag, fixed while it
+/// runs.
 fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() < 4 || !args.len().is_multiple_of(2) {
         return wrong_arity("config|set");
@@ -140,9 +147,11 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for (name, change) in changes {
         match change {
             Change::Bf => {}
-            Change::Server(ServerSetting::MaxMemory, v) => {
-                shared.store.set_max_memory(u64::try_from(v).unwrap_or(0))
-            }
+            // 0: no limit, as in Redis.
+            Change::Server(ServerSetting::MaxMemory, 0) => shared.store.set_max_memory(u64::MAX),
+            Change::Server(ServerSetting::MaxMemory, v) => shared
+                .store
+                .set_max_memory(u64::try_from(v).unwrap_or(u64::MAX)),
             Change::Server(ServerSetting::SlowlogLogSlowerThan, v) => {
                 shared.slowlog.set_slower_than_us(v)
             }

@@ -144,7 +144,7 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
             out,
             "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
             sh.connected.load(Ordering::Relaxed),
-            c.maxclients
+            sh.runtime.maxclients()
         ),
         Section::Memory => {
             let used = sh.store.memory_bytes();
@@ -153,7 +153,7 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
                 "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:noeviction\r\nmax_filter_bytes:{}\r\n",
                 human(used),
                 rss_bytes(),
-                c.maxmemory,
+                sh.store.max_memory(),
                 c.max_filter_bytes,
             )
         }

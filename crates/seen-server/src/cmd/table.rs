@@ -226,7 +226,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         0,
         0,
         config::config,
-        "CONFIG GET, SET (the bf-* settings) and RESETSTAT"
+        "CONFIG GET, SET, REWRITE and RESETSTAT"
     ),
     spec!(
         "info",

@@ -167,7 +167,7 @@ fn a_flag_overrides_the_file() {
     std::fs::write(
         &file,
         format!(
-            "port = 1\nmaxclients = 10\nbf-initial-size = 7\ndir = {:?}\n",
+            "port = 1\nmaxclients = 10\nbf-initial-size = 7\nrequirepass = \"-dash\"\ndir = {:?}\n",
             dir.display().to_string()
         ),
     )
@@ -177,7 +177,10 @@ fn a_flag_overrides_the_file() {
         port,
         &["--port", &port.to_string(), "--maxclients", "20"],
     );
-    let got = config_get_all(&mut server.raw());
+    let mut c = server.raw();
+    // A value that starts with a dash is a value.
+    assert_eq!(c.cmd(&["AUTH", "-dash"]), b"+OK\r\n");
+    let got = config_get_all(&mut c);
     assert_eq!(got["port"], port.to_string());
     assert_eq!(got["maxclients"], "20");
     assert_eq!(
@@ -197,6 +200,8 @@ fn config_rewrite_keeps_what_config_set_changed_across_a_restart() {
         dir.display().to_string()
     );
     std::fs::write(&file, &original).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let server = start_with(&file, port, &[]);
     let mut c = server.raw();
     assert_eq!(
@@ -215,6 +220,8 @@ fn config_rewrite_keeps_what_config_set_changed_across_a_restart() {
     assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "100mb"]), b"+OK\r\n");
     assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), b"+OK\r\n");
     let rewritten = std::fs::read_to_string(&file).unwrap();
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the rewrite kept the file private");
     assert!(
         rewritten.starts_with(&format!(
             "# my settings\nport = {port} # the port\nmaxclients = 77 # few\n"
