@@ -12,6 +12,18 @@ pub enum FsyncPolicy {
     No,
 }
 
+impl FsyncPolicy {
+    /// Its name, as `from_str` takes it and Redis's `appendfsync` shows
+    /// it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+}
+
 impl std::str::FromStr for FsyncPolicy {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {

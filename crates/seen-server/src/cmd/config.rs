@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use seen_resp::Reply;
-use seen_store::FsyncPolicy;
 
 use super::context::Ctx;
 use super::replies::wrong_arity;
@@ -20,11 +19,6 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
     let c = &ctx.shared.config;
     let rt = &ctx.shared.runtime;
     let bf = ctx.shared.bf_defaults();
-    let fsync = match c.fsync {
-        FsyncPolicy::Always => "always",
-        FsyncPolicy::EverySec => "everysec",
-        FsyncPolicy::No => "no",
-    };
     vec![
         (
             "bind",
@@ -38,7 +32,7 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         ("dir", c.dir.display().to_string()),
         ("databases", "1".into()),
         ("appendonly", "yes".into()),
-        ("appendfsync", fsync.into()),
+        ("appendfsync", c.fsync.name().into()),
         ("save", "".into()),
         ("maxclients", rt.maxclients().to_string()),
         (

@@ -165,11 +165,7 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
             sh.lastsave.load(Ordering::Relaxed),
             if sh.last_bgsave_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
             if sh.store.log_failed() { "err" } else { "ok" },
-            match c.fsync {
-                FsyncPolicy::Always => "always",
-                FsyncPolicy::EverySec => "everysec",
-                FsyncPolicy::No => "no",
-            },
+            c.fsync.name(),
             sh.store.log_bytes(),
             // How far back a power loss now could reach: under `always`
             // nothing acknowledged, under `no` unknown (no field).
