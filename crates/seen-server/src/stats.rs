@@ -46,13 +46,14 @@ pub(crate) struct CommandCounters {
     latency: LatencyHistogram,
 }
 
-/// What `INFO commandstats` says of one command.
-pub(crate) struct CommandReport {
+/// What `INFO commandstats` and `latencystats` say of one command.
+pub(crate) struct CommandReport<'a> {
     pub(crate) name: &'static str,
     pub(crate) calls: u64,
     pub(crate) time: Duration,
     pub(crate) rejected: u64,
     pub(crate) failed: u64,
+    pub(crate) latency: &'a LatencyHistogram,
 }
 
 /// Commands per second, sampled by the server's clock task.
@@ -139,7 +140,7 @@ impl Stats {
     }
 
     /// Every command that was called or refused, in table order.
-    pub(crate) fn commands(&self) -> Vec<CommandReport> {
+    pub(crate) fn commands(&self) -> Vec<CommandReport<'_>> {
         self.names
             .iter()
             .zip(self.commands.iter())
@@ -149,6 +150,7 @@ impl Stats {
                 time: Duration::from_nanos(c.nanos.load(Ordering::Relaxed)),
                 rejected: c.rejected.load(Ordering::Relaxed),
                 failed: c.failed.load(Ordering::Relaxed),
+                latency: &c.latency,
             })
             .filter(|r| r.calls + r.rejected + r.failed > 0)
             .collect()
@@ -157,12 +159,6 @@ impl Stats {
     /// A command's name, by its place in the table.
     pub(crate) fn command_name(&self, cmd: CommandIndex) -> Option<&'static str> {
         self.names.get(cmd.0).copied()
-    }
-
-    /// A command's latency histogram, by name.
-    pub(crate) fn latency(&self, name: &str) -> Option<&LatencyHistogram> {
-        let i = self.names.iter().position(|&n| n == name)?;
-        Some(&self.commands[i].latency)
     }
 
     /// Error replies by prefix.
@@ -250,7 +246,7 @@ mod tests {
             s.errors(),
             vec![("ERR".to_string(), 2), ("WRONGTYPE".to_string(), 1)]
         );
-        let [p50] = s.latency("bf.add").unwrap().quantiles([0.5]).unwrap();
+        let [p50] = r[0].latency.quantiles([0.5]).unwrap();
         assert!(p50 >= Duration::from_micros(10) && p50 <= Duration::from_micros(12));
         s.reset();
         assert!(s.commands().is_empty() && s.errors().is_empty());

@@ -218,8 +218,7 @@ fn write_section(out: &mut String, sh: &Shared, section: Section) {
         }
         Section::Latencystats => {
             for r in s.commands().iter().filter(|r| r.calls > 0) {
-                let Some(h) = s.latency(r.name) else { continue };
-                let Some([p50, p99, p999]) = h.quantiles([0.5, 0.99, 0.999]) else {
+                let Some([p50, p99, p999]) = r.latency.quantiles([0.5, 0.99, 0.999]) else {
                     continue;
                 };
                 let us = |d: Duration| d.as_nanos() as f64 / 1000.0;
