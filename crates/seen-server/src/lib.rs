@@ -38,6 +38,7 @@ mod config;
 mod config_file;
 mod connection;
 mod glob;
+mod health;
 mod latency;
 mod metrics;
 mod monitor;

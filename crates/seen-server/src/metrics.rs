@@ -26,6 +26,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::health::{filter_health, FilterHealth};
 use crate::state::Shared;
 
 /// The upper bounds of the latency histograms' buckets, in seconds.
@@ -193,18 +194,6 @@ impl Collector for ServerCollector {
     }
 }
 
-/// A filter's numbers, or the sums of the filters past the labelled ones.
-#[derive(Default)]
-struct FilterSample {
-    items: f64,
-    capacity: f64,
-    bytes: f64,
-    estimated_items: f64,
-    over_capacity: f64,
-    /// Fill ratio, error rate asked, error rate now.
-    rates: (f64, f64, f64),
-}
-
 /// A filter name as a label value: its text, with `\` and any byte that
 /// is not UTF-8 as `\xHH`, so that two names never share a label.
 fn label_of(name: &[u8]) -> String {
@@ -226,92 +215,52 @@ fn label_of(name: &[u8]) -> String {
 impl ServerCollector {
     fn filters(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let sh = &self.0;
-        let mut names = sh.store.names();
-        names.sort();
-        let mut samples: Vec<(String, FilterSample)> = Vec::new();
-        let mut other = FilterSample::default();
-        let mut others = 0;
-        for name in &names {
-            let health = sh.store.with_filter(name, |f| {
-                let s = f.stats();
-                (f.is_over_capacity(&s), s)
-            });
-            let Ok(Some((over, s))) = health else {
-                continue;
-            };
-            let sample = FilterSample {
-                items: s.items as f64,
-                capacity: s.capacity as f64,
-                bytes: s.memory_bytes as f64,
-                estimated_items: s.estimated_items,
-                over_capacity: f64::from(u8::from(over)),
-                rates: (s.fill_ratio, s.error_rate, s.current_fpp),
-            };
-            if samples.len() < sh.config.metrics_max_filters {
-                samples.push((label_of(name), sample));
-            } else {
-                others += 1;
-                other.items += sample.items;
-                other.capacity += sample.capacity;
-                other.bytes += sample.bytes;
-                other.estimated_items += sample.estimated_items;
-                other.over_capacity += sample.over_capacity;
-            }
-        }
-        single(
-            e,
-            "seen_filters",
-            "Filters.",
-            gauge((samples.len() + others) as f64),
-        )?;
-        if others > 0 {
+        let health = filter_health(&sh.store);
+        let (listed, unlisted) = health.split_at(health.len().min(sh.config.metrics_max_filters));
+        single(e, "seen_filters", "Filters.", gauge(health.len() as f64))?;
+        if !unlisted.is_empty() {
             // Summed, without a label that a filter's name could take.
-            let unlisted = [
+            let sum = |f: fn(&FilterHealth) -> f64| unlisted.iter().map(f).sum::<f64>();
+            let sums = [
                 (
                     "seen_unlisted_filters",
                     "Filters past --metrics-max-filters.",
-                    others as f64,
+                    unlisted.len() as f64,
                 ),
                 (
                     "seen_unlisted_filter_items",
                     "Their adds that answered new, summed.",
-                    other.items,
+                    sum(|h| h.stats.items as f64),
                 ),
                 (
                     "seen_unlisted_filter_capacity",
                     "Their capacities, summed.",
-                    other.capacity,
+                    sum(|h| h.stats.capacity as f64),
                 ),
                 (
                     "seen_unlisted_filter_memory_bytes",
                     "Their memory, summed.",
-                    other.bytes,
+                    sum(|h| h.stats.memory_bytes as f64),
                 ),
                 (
                     "seen_unlisted_filter_estimated_items",
                     "Their estimated items, summed.",
-                    other.estimated_items,
+                    sum(|h| h.stats.estimated_items),
                 ),
                 (
                     "seen_unlisted_filters_over_capacity",
                     "How many of them are over capacity.",
-                    other.over_capacity,
+                    sum(|h| f64::from(u8::from(h.over_capacity))),
                 ),
             ];
-            for (name, help, v) in unlisted {
+            for (name, help, v) in sums {
                 single(e, name, help, gauge(v))?;
             }
         }
-        let each = |f: fn(&FilterSample) -> f64| {
-            samples
+        let each = |f: fn(&FilterHealth) -> f64| {
+            listed
                 .iter()
-                .map(move |(n, s)| (n.clone(), gauge(f(s))))
-                .collect::<Vec<_>>()
-        };
-        let rated = |f: fn((f64, f64, f64)) -> f64| {
-            samples
-                .iter()
-                .map(move |(n, s)| (n.clone(), gauge(f(s.rates))))
+                .map(move |h| (label_of(&h.name), gauge(f(h))))
                 .collect::<Vec<_>>()
         };
         family(
@@ -319,56 +268,56 @@ impl ServerCollector {
             "seen_filter_items",
             "Adds that answered new.",
             "filter",
-            each(|s| s.items),
+            each(|h| h.stats.items as f64),
         )?;
         family(
             e,
             "seen_filter_capacity",
             "Items the filter was sized for.",
             "filter",
-            each(|s| s.capacity),
+            each(|h| h.stats.capacity as f64),
         )?;
         family(
             e,
             "seen_filter_memory_bytes",
             "Memory of the filter's bits.",
             "filter",
-            each(|s| s.bytes),
+            each(|h| h.stats.memory_bytes as f64),
         )?;
         family(
             e,
             "seen_filter_estimated_items",
             "Distinct items estimated from the bits set.",
             "filter",
-            each(|s| s.estimated_items),
+            each(|h| h.stats.estimated_items),
         )?;
         family(
             e,
             "seen_filter_over_capacity",
             "1 when the filter holds more than it was sized for.",
             "filter",
-            each(|s| s.over_capacity),
+            each(|h| f64::from(u8::from(h.over_capacity))),
         )?;
         family(
             e,
             "seen_filter_fill_ratio",
             "Share of the bits set.",
             "filter",
-            rated(|r| r.0),
+            each(|h| h.stats.fill_ratio),
         )?;
         family(
             e,
             "seen_filter_error_rate",
             "The false-positive rate asked for.",
             "filter",
-            rated(|r| r.1),
+            each(|h| h.stats.error_rate),
         )?;
         family(
             e,
             "seen_filter_error_rate_now",
             "The false-positive rate now, from the bits set.",
             "filter",
-            rated(|r| r.2),
+            each(|h| h.stats.current_fpp),
         )
     }
 }

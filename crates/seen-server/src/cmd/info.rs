@@ -12,6 +12,7 @@ use seen_store::FsyncPolicy;
 use super::context::Ctx;
 use super::identity::{BF_MODULE_VERSION, REDIS_VERSION};
 use crate::args::is;
+use crate::health::{filter_health, FilterHealth};
 use crate::state::Shared;
 
 /// A section of `INFO`, in Redis 7's order.
@@ -263,33 +264,26 @@ const MAX_LISTED_FILTERS: usize = 100;
 /// `INFO seen`: every filter's health, from one pass over its bits:
 /// totals, then a line per filter.
 fn write_health(out: &mut String, sh: &Shared) {
-    let mut names = sh.store.names();
-    names.sort();
-    let mut lines = String::new();
-    let (mut filters, mut over, mut listed) = (0u64, 0u64, 0usize);
-    let (mut items, mut bits, mut bits_set) = (0u64, 0u64, 0u64);
-    for name in &names {
-        let health = sh.store.with_filter(name, |f| {
-            let s = f.stats();
-            (f.is_over_capacity(&s), f.kind(), s)
-        });
-        let Ok(Some((is_over, kind, s))) = health else {
-            continue;
-        };
-        filters += 1;
-        over += u64::from(is_over);
-        items = items.saturating_add(s.items);
-        bits = bits.saturating_add(s.bits);
-        bits_set = bits_set.saturating_add(s.bits_set);
-        if listed == MAX_LISTED_FILTERS {
-            continue;
-        }
-        listed += 1;
+    let health = filter_health(&sh.store);
+    let total = |f: fn(&FilterHealth) -> u64| health.iter().map(f).fold(0u64, u64::saturating_add);
+    let listed = &health[..health.len().min(MAX_LISTED_FILTERS)];
+    let _ = write!(
+        out,
+        "filters:{}\r\nfilters_over_capacity:{}\r\nitems:{}\r\nbits:{}\r\nbits_set:{}\r\nfilters_listed:{}\r\n",
+        health.len(),
+        total(|h| u64::from(h.over_capacity)),
+        total(|h| h.stats.items),
+        total(|h| h.stats.bits),
+        total(|h| h.stats.bits_set),
+        listed.len(),
+    );
+    for h in listed {
+        let s = &h.stats;
         let _ = write!(
-            lines,
+            out,
             "filter:name={},kind={},items={},capacity={},bits={},fill_ratio={:.6},estimated_items={:.0},error_rate={},error_rate_now={:.6e},over_capacity={}\r\n",
-            escaped(name),
-            format!("{kind:?}").to_lowercase(),
+            escaped(&h.name),
+            format!("{:?}", h.kind).to_lowercase(),
             s.items,
             s.capacity,
             s.bits,
@@ -297,13 +291,9 @@ fn write_health(out: &mut String, sh: &Shared) {
             s.estimated_items,
             s.error_rate,
             s.current_fpp,
-            u8::from(is_over),
+            u8::from(h.over_capacity),
         );
     }
-    let _ = write!(
-        out,
-        "filters:{filters}\r\nfilters_over_capacity:{over}\r\nitems:{items}\r\nbits:{bits}\r\nbits_set:{bits_set}\r\nfilters_listed:{listed}\r\n{lines}"
-    );
 }
 
 /// A filter name on one `INFO` line: printable ASCII as is, but for the
