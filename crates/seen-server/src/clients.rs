@@ -41,7 +41,9 @@ pub(crate) struct ClientHandle {
     resp3: AtomicBool,
     names: Mutex<ClientNames>,
     killed: AtomicBool,
-    kill: Notify,
+    /// Wakes the connection's wait: it was killed, or a setting it reads
+    /// (`timeout`) changed.
+    wake: Notify,
 }
 
 impl ClientHandle {
@@ -92,7 +94,19 @@ impl ClientHandle {
     /// running has answered.
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
-        self.kill.notify_one();
+        self.wake.notify_one();
+    }
+
+    /// Has the connection look at its settings again (`CONFIG SET
+    /// timeout` reaching clients that wait for input).
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Resolves at the next [`kill`](Self::kill) or [`wake`](Self::wake)
+    /// (at once if one came since the last wait).
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
     }
 
     pub(crate) fn is_killed(&self) -> bool {
@@ -102,7 +116,7 @@ impl ClientHandle {
     /// Resolves once [`kill`](Self::kill) was called.
     pub(crate) async fn killed(&self) {
         while !self.is_killed() {
-            self.kill.notified().await;
+            self.wake.notified().await;
         }
     }
 }
@@ -127,7 +141,7 @@ impl Clients {
             resp3: AtomicBool::new(false),
             names: Mutex::new(ClientNames::default()),
             killed: AtomicBool::new(false),
-            kill: Notify::new(),
+            wake: Notify::new(),
         });
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.insert(id, handle.clone());

@@ -111,12 +111,9 @@ pub(crate) async fn serve(
             break;
         }
         // CONFIG SET timeout applies to clients connected already, idle
-        // ones included, as in Redis: a change wakes the wait, and the
+        // ones included, as in Redis: it wakes the wait (`woken`), and the
         // timeout counts from the client's last command. A MONITOR
         // client, which only reads, has none.
-        let timeout_changed = shared.runtime.timeout_changed();
-        tokio::pin!(timeout_changed);
-        timeout_changed.as_mut().enable();
         let timeout = match client.monitor {
             Some(_) => None,
             None => shared.runtime.timeout(),
@@ -136,8 +133,12 @@ pub(crate) async fn serve(
                 }
             },
             _ = shutdown.changed() => break,
-            _ = handle.killed() => break,
-            _ = &mut timeout_changed => continue,
+            _ = handle.woken() => {
+                if handle.is_killed() {
+                    break;
+                }
+                continue;
+            }
             line = next_monitor_line(&mut client.monitor) => {
                 if !write_unless_stopped(&mut stream, &line, &handle, &mut shutdown).await {
                     break;

@@ -9,9 +9,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::futures::Notified;
-use tokio::sync::Notify;
-
 use crate::args::parse_i64;
 use crate::config::Config;
 
@@ -115,8 +112,6 @@ fn parse_memory(v: &[u8]) -> Option<u64> {
 pub(crate) struct Runtime {
     maxclients: AtomicUsize,
     timeout_secs: AtomicU64,
-    /// Wakes the idle clients' waits when `timeout` changes.
-    timeout_changed: Notify,
     changed: Mutex<BTreeSet<&'static str>>,
 }
 
@@ -126,7 +121,6 @@ impl Runtime {
         Runtime {
             maxclients: AtomicUsize::new(config.maxclients),
             timeout_secs: AtomicU64::new(config.timeout.map_or(0, |t| t.as_secs())),
-            timeout_changed: Notify::new(),
             changed: Mutex::new(BTreeSet::new()),
         }
     }
@@ -141,12 +135,6 @@ impl Runtime {
         (secs > 0).then(|| Duration::from_secs(secs))
     }
 
-    /// Resolves when `timeout` changes (`notified` before reading it, so
-    /// that a change in between is not missed).
-    pub(crate) fn timeout_changed(&self) -> Notified<'_> {
-        self.timeout_changed.notified()
-    }
-
     /// Sets `maxclients` or `timeout` (a value [`ServerSetting::parse`]
     /// took; `maxmemory` goes to the store, the slow log's to the log).
     pub(crate) fn set(&self, setting: ServerSetting, value: i64) {
@@ -156,10 +144,7 @@ impl Runtime {
                 let n = usize::try_from(value).unwrap_or(usize::MAX);
                 self.maxclients.store(n, Ordering::Relaxed);
             }
-            ServerSetting::Timeout => {
-                self.timeout_secs.store(value, Ordering::Relaxed);
-                self.timeout_changed.notify_waiters();
-            }
+            ServerSetting::Timeout => self.timeout_secs.store(value, Ordering::Relaxed),
             _ => {}
         }
     }

@@ -152,6 +152,11 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             Change::Server(ServerSetting::SlowlogMaxLen, v) => shared
                 .slowlog
                 .set_max_len(usize::try_from(v).unwrap_or(usize::MAX)),
+            Change::Server(ServerSetting::Timeout, v) => {
+                shared.runtime.set(ServerSetting::Timeout, v);
+                // Clients waiting for input look at the new timeout now.
+                shared.clients.all().iter().for_each(|c| c.wake());
+            }
             Change::Server(which, v) => shared.runtime.set(which, v),
         }
         shared.runtime.mark_changed(name);
