@@ -33,6 +33,12 @@ pub(crate) fn byte_at(s: &[u8], i: usize) -> u8 {
     s.get(i).copied().unwrap_or(0).to_ascii_lowercase()
 }
 
+/// Whether a command's arguments may hold a password (`AUTH`, `HELLO ...
+/// AUTH`): the slow log and `MONITOR` do not show them.
+pub(crate) fn carries_password(command: &[u8]) -> bool {
+    is(command, "auth") || is(command, "hello")
+}
+
 /// Case-insensitive equality of an argument with an ASCII keyword.
 pub(crate) fn is(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())

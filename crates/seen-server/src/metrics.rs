@@ -11,7 +11,6 @@
 //! name order are summed in `seen_unlisted_*` metrics (counts only). A scrape
 //! walks every filter's bits once, as `INFO seen` does.
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -361,12 +360,6 @@ fn reply(registry: &Registry, req: &Request<hyper::body::Incoming>) -> Response<
         hyper::header::HeaderValue::from_static(content_type),
     );
     r
-}
-
-/// Binds the metrics address (an error if it cannot be bound: the start
-/// fails, as for the server's own port).
-pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
 }
 
 /// Answers scrapes on `listener` until the server stops.

@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use crate::args::carries_password;
 use crate::clients::ClientHandle;
 
 /// Lines a watcher may fall behind by before it misses some.
@@ -64,7 +65,7 @@ impl Monitor {
     /// Sends the line of a command `client` ran, with arguments `args`.
     pub(crate) fn publish(&self, client: &ClientHandle, args: &[Bytes]) {
         let name = args.first().map_or(&b""[..], |a| &a[..]);
-        if name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") {
+        if carries_password(name) {
             return;
         }
         let now = SystemTime::now()

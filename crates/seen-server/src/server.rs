@@ -104,8 +104,10 @@ impl Server {
             listeners.push(l);
         }
         let metrics = match config.metrics {
+            // A metrics address that cannot be bound fails the start, as
+            // the server's own port does.
             Some(addr) => Some(
-                crate::metrics::bind(addr)
+                TcpListener::bind(addr)
                     .await
                     .map_err(|e| ServerError::Bind(addr, e))?,
             ),

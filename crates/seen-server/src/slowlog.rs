@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::args::carries_password;
 use crate::clients::ClientHandle;
 
 /// Most arguments an entry keeps (Redis's `SLOWLOG_ENTRY_MAX_ARGC`).
@@ -125,7 +126,7 @@ impl SlowLog {
 /// those of `AUTH` and `HELLO`, which may be passwords, as `(redacted)`.
 fn cut_args(args: &[Bytes]) -> Vec<Bytes> {
     let name = args.first().map_or(&b""[..], |a| &a[..]);
-    if name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") {
+    if carries_password(name) {
         let redacted = args[1..].iter().map(|_| Bytes::from_static(b"(redacted)"));
         return std::iter::once(Bytes::copy_from_slice(name))
             .chain(redacted)
