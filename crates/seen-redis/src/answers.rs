@@ -42,7 +42,7 @@ use crate::layout::in_shard_slot;
 pub const ANSWERS_TTL: Duration = Duration::from_secs(600);
 
 /// How long one add round may be retried, however often replies arrive.
-pub(crate) const ROUND_RETRY_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const ROUND_RETRY_LIMIT: Duration = Duration::from_secs(ANSWERS_TTL.as_secs() / 2);
 
 /// The add script (Lua 5.1, as Redis runs it). `KEYS[1]` is the shard,
 /// `KEYS[2]` the worker's answers hash; `ARGV` is the round, the command's

@@ -395,7 +395,7 @@ impl RedisFilter {
         self.prealloc_all(ms, false)?;
         let mut batch = self.link.batch();
         let meta = &self.keys.meta;
-        set_expiry(&mut batch, meta, ms);
+        batch.add_expiry(meta, ms);
         run_checked(&mut self.link, &batch)?;
         self.refresh()
     }
@@ -487,17 +487,18 @@ impl RedisFilter {
     }
 
     /// Drops this handle's answers, then for every shard (`UNLINK`ed first
-    /// if `unlink`): the write that sizes
-    /// it to full length (0 into bit 511 of its last block, which no item
+    /// if `unlink`): the write that sizes it to full length (0 into bit 511 of its last block, which no item
     /// uses), then the TTL left, or `PERSIST` for a filter without one (so
     /// that no TTL left on a shard by an earlier filter of the same name can
     /// expire it under this one). 1,024 shards per pipeline.
     fn prealloc_all(&mut self, ttl_ms: Option<u64>, unlink: bool) -> Result<()> {
         let last = self.meta.plan.last_unused_offset();
+        // This handle's answers go too (they must not outlive a shorter
+        // TTL); before its first round it has none (a fresh open).
+        let answered = self.round > 0;
         for (shards, done) in in_pipelines(&self.keys.shards, &self.done) {
             let mut batch = self.link.batch();
-            // This handle's answers are of rounds already answered.
-            for key in done {
+            for key in done.iter().filter(|_| answered) {
                 batch.add("UNLINK", key, cmd1("UNLINK", key));
             }
             for key in shards {
@@ -507,7 +508,7 @@ impl RedisFilter {
                 let mut c = cmd1("BITFIELD", key);
                 c.arg("SET").arg("u1").arg(last).arg(0);
                 batch.add("BITFIELD", key, c);
-                set_expiry(&mut batch, key, ttl_ms);
+                batch.add_expiry(key, ttl_ms);
             }
             run_checked(&mut self.link, &batch)?;
         }
@@ -642,18 +643,6 @@ fn in_pipelines<'a>(
     shards
         .chunks(SHARDS_PER_PIPELINE)
         .zip(done.chunks(SHARDS_PER_PIPELINE))
-}
-
-/// Queues `PEXPIRE key ms`, or `PERSIST key` where there is no TTL.
-fn set_expiry(batch: &mut Batch, key: &[u8], ttl_ms: Option<u64>) {
-    match ttl_ms {
-        Some(ms) => {
-            let mut c = cmd1("PEXPIRE", key);
-            c.arg(ms);
-            batch.add("PEXPIRE", key, c);
-        }
-        None => batch.add("PERSIST", key, cmd1("PERSIST", key)),
-    }
 }
 
 fn ttl_millis(ttl: Duration) -> Result<u64> {

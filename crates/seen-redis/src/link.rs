@@ -121,6 +121,22 @@ impl Batch {
         self.labels.push((command, key.to_vec()));
     }
 
+    /// Queues `PEXPIRE key ms`, or `PERSIST key` where there is no TTL.
+    pub(crate) fn add_expiry(&mut self, key: &[u8], ttl_ms: Option<u64>) {
+        match ttl_ms {
+            Some(ms) => {
+                let mut c = redis::cmd("PEXPIRE");
+                c.arg(key).arg(ms);
+                self.add("PEXPIRE", key, c);
+            }
+            None => {
+                let mut c = redis::cmd("PERSIST");
+                c.arg(key);
+                self.add("PERSIST", key, c);
+            }
+        }
+    }
+
     /// Adds one `BITFIELD_RO key GET u1 <offset> ...` with an operation
     /// for each of the `ops` offsets. For a standalone server it is encoded
     /// straight into the batch's buffer: a batch of 1,000 items is some

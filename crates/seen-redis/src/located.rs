@@ -134,9 +134,7 @@ impl Located {
                 cmd_start = end;
             }
             if let Some(ms) = set.and_then(|r| r.filter_ttl_ms) {
-                let mut c = redis::cmd("PEXPIRE");
-                c.arg(key).arg(ms);
-                batch.add("PEXPIRE", key, c);
+                batch.add_expiry(key, Some(ms));
                 parts.push(None);
             }
         }
