@@ -21,8 +21,6 @@ pub(super) enum Backend {
     Redis {
         filter: Box<RedisFilter>,
         batch: usize,
-        capacity: u64,
-        error_rate: f64,
     },
 }
 
@@ -30,14 +28,14 @@ impl Backend {
     pub(super) fn capacity(&self) -> u64 {
         match self {
             Backend::Local { filter, .. } => filter.capacity(),
-            Backend::Redis { capacity, .. } => *capacity,
+            Backend::Redis { filter, .. } => filter.metadata().capacity,
         }
     }
 
     pub(super) fn error_rate(&self) -> f64 {
         match self {
             Backend::Local { filter, .. } => filter.error_rate(),
-            Backend::Redis { error_rate, .. } => *error_rate,
+            Backend::Redis { filter, .. } => filter.metadata().error_rate,
         }
     }
 
@@ -223,12 +221,9 @@ fn open_redis(args: &DedupArgs, url: &str, name: &str) -> Result<Backend> {
     };
     let mut filter = filter;
     filter.wait_for_replicas(args.redis_wait, REDIS_WAIT_TIMEOUT);
-    let m = *filter.metadata();
     Ok(Backend::Redis {
         filter: Box::new(filter),
         batch: args.batch as usize,
-        capacity: m.capacity,
-        error_rate: m.error_rate,
     })
 }
 

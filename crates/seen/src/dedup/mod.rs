@@ -413,9 +413,7 @@ impl<W: Write> RunCtx<'_, W> {
     fn after_chunk(&mut self, bytes: u64) -> Result<()> {
         let (items, capacity) = match self.backend {
             Backend::Local { filter, .. } => (filter.len(), filter.capacity()),
-            Backend::Redis {
-                filter, capacity, ..
-            } => {
+            Backend::Redis { filter, .. } => {
                 // Ask Redis how full the shared filter is now and then.
                 if self.tally.lines >= self.warner.next_redis_check {
                     self.warner.next_redis_check = self.tally.lines + 10_000_000;
@@ -423,7 +421,10 @@ impl<W: Write> RunCtx<'_, W> {
                     self.warner.redis_fpp = info.current_fpp;
                     self.warner.redis_items = info.estimated_items as u64;
                 }
-                (self.warner.redis_items.max(self.tally.unique), *capacity)
+                (
+                    self.warner.redis_items.max(self.tally.unique),
+                    filter.metadata().capacity,
+                )
             }
         };
         if items > capacity && !self.warner.warned {
