@@ -163,19 +163,7 @@ pub(crate) fn recover(
     let mark = Mark::read(fs, log_dir);
     let mut last_lsn = replay.max_snap_lsn();
     let mut torn_at = None;
-    // The last lsn of the segment before, and where it ended.
-    let mut before: Option<(u64, u64)> = None;
     for (i, seg) in segments.iter().enumerate() {
-        // Each segment begins right after the last record of the one
-        // before (or earlier: a segment made by a roll that failed, never
-        // used); a gap is records lost from that one's end.
-        if let Some((last, end)) = before.filter(|&(last, _)| last + 1 < seg.first_lsn) {
-            let what = format!(
-                "the segment ends at lsn {last}, and the next begins at lsn {}",
-                seg.first_lsn
-            );
-            salvage.damaged(&segments[i - 1].path, end, what, "nothing")?;
-        }
         let file = fs
             .open_read(&seg.path)
             .map_err(|e| io_err("open", &seg.path, e))?;
@@ -199,9 +187,7 @@ pub(crate) fn recover(
             prev = lsn;
             replay.apply(lsn, record).map_err(bad)
         });
-        let newest = i + 1 == segments.len();
-        let whole = matches!(damage, Ok(None)) && bytes.len() % 8 == 0;
-        before = (whole && prev > 0).then_some((prev, bytes.len() as u64));
+        let next_first_lsn = segments.get(i + 1).map(|s| s.first_lsn);
         let damage = match damage {
             Ok(d) => d,
             Err(e) => match e.kind() {
@@ -221,7 +207,8 @@ pub(crate) fn recover(
         let end = SegmentEnd {
             seg,
             len: bytes.len() as u64,
-            newest,
+            last_lsn: prev,
+            next_first_lsn,
             mark,
         };
         if let Some(cut) = end.check(damage, salvage)? {
@@ -254,11 +241,18 @@ pub(crate) fn recover(
 struct SegmentEnd<'a> {
     seg: &'a SegmentFile,
     len: u64,
-    newest: bool,
+    /// The lsn of its last record (0: none).
+    last_lsn: u64,
+    /// Where the segment after it begins (`None`: it is the newest).
+    next_first_lsn: Option<u64>,
     mark: Option<Mark>,
 }
 
 impl SegmentEnd<'_> {
+    fn is_newest(&self) -> bool {
+        self.next_first_lsn.is_none()
+    }
+
     /// Checks the end of the segment's records (`damage`: where they stop
     /// short of its end) and returns, for the newest segment, the length
     /// to set it to before the log goes on: a torn tail and what a
@@ -285,16 +279,29 @@ impl SegmentEnd<'_> {
             // record is written where a reader looks for it; an older one
             // was whole when the log moved on, and has lost its end.
             if self.len.is_multiple_of(8) {
+                // The next segment begins right after this one's last
+                // record (or earlier: a segment made by a roll that
+                // failed, never used); a gap is records lost from its end.
+                if let Some(next) = self
+                    .next_first_lsn
+                    .filter(|&next| self.last_lsn > 0 && self.last_lsn + 1 < next)
+                {
+                    let what = format!(
+                        "the segment ends at lsn {}, and the next begins at lsn {next}",
+                        self.last_lsn
+                    );
+                    salvage.damaged(path, self.len, what, "nothing")?;
+                }
                 return Ok(None);
             }
-            if self.newest {
+            if self.is_newest() {
                 return Ok(Some(self.len.next_multiple_of(8)));
             }
             let what = "the segment ends inside a record's padding".to_string();
             salvage.damaged(path, self.len, what, "nothing")?;
             return Ok(None);
         };
-        if self.newest && is_torn(&d, self.seg, self.mark) {
+        if self.is_newest() && is_torn(&d, self.seg, self.mark) {
             tracing::warn!(
                 "{}: a torn record at offset {} ({}); cutting the log there",
                 path.display(),
@@ -305,7 +312,7 @@ impl SegmentEnd<'_> {
             salvage.damaged(path, d.offset, d.what, "the rest of the segment")?;
         }
         // The log goes on from the newest segment's last good record.
-        Ok(self.newest.then_some(d.offset))
+        Ok(self.is_newest().then_some(d.offset))
     }
 }
 
