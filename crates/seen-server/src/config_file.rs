@@ -78,6 +78,15 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// The error of a file that is not TOML, at the line the parser names.
+fn not_toml(path: &Path, text: &str, e: &toml_edit::TomlError) -> ConfigFileError {
+    ConfigFileError::Invalid {
+        path: path.to_path_buf(),
+        line: e.span().map_or(1, |s| line_of(text, s.start)),
+        what: e.message().trim().to_string(),
+    }
+}
+
 /// A value as the text a flag would be given.
 fn as_text(v: &Value) -> Option<String> {
     Some(match v {
@@ -99,10 +108,7 @@ pub fn read_config_file(path: &Path) -> Result<Vec<FileSetting>, ConfigFileError
         line,
         what,
     };
-    let doc = Document::parse(text.as_str()).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(&text, s.start));
-        invalid(line, e.message().trim().to_string())
-    })?;
+    let doc = Document::parse(text.as_str()).map_err(|e| not_toml(path, &text, &e))?;
     let mut out = Vec::new();
     for (key, item) in doc.as_table().iter() {
         let line = doc
@@ -166,14 +172,9 @@ pub fn rewrite_config_file(
         Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(io_err(e)),
     };
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let line = e.span().map_or(1, |s| line_of(&text, s.start));
-        ConfigFileError::Invalid {
-            path: path.to_path_buf(),
-            line,
-            what: e.message().trim().to_string(),
-        }
-    })?;
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| not_toml(path, &text, &e))?;
     for (key, value) in settings {
         let v = match value.parse::<i64>() {
             Ok(i) => toml_edit::value(i),
