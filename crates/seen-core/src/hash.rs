@@ -5,14 +5,16 @@
 //! durable store log hashes instead of users' items, and the Redis backend
 //! compute positions on the client.
 //!
-//! Two algorithms exist, one per layout (see `docs/FORMAT.md` for the exact
-//! definitions and the golden vectors in `tests/vectors/hash_positions.json`):
+//! Three algorithms exist (see `docs/FORMAT.md` for the exact definitions
+//! and the golden vectors in `tests/vectors/`):
 //!
 //! * [`HashAlgorithm::Xxh3_128`]: xxh3-128 of the item with a 64-bit seed;
 //!   `lo` is the low 64 bits of the 128-bit result, `hi` the high 64 bits.
 //! * [`HashAlgorithm::Murmur64Double`]: RedisBloom's scheme,
 //!   `lo = MurmurHash64A(item, 0xc6a4a7935bd1e995)`,
 //!   `hi = MurmurHash64A(item, lo)`.
+//! * [`HashAlgorithm::Murmur3_128`]: Guava's `Hashing.murmur3_128()`,
+//!   MurmurHash3 x64 128-bit with seed 0; `lo` is its `h1`, `hi` its `h2`.
 
 /// The seed RedisBloom passes to its first MurmurHash64A call.
 pub const REDISBLOOM_SEED: u64 = 0xc6a4a7935bd1e995;
@@ -31,6 +33,9 @@ pub enum HashAlgorithm {
     Xxh3_128,
     /// MurmurHash64A twice, as RedisBloom does (id 2 in the byte format).
     Murmur64Double,
+    /// MurmurHash3 x64 128-bit with seed 0, as Guava's Bloom filters hash
+    /// (id 3 in the byte format).
+    Murmur3_128,
 }
 
 impl HashAlgorithm {
@@ -39,6 +44,7 @@ impl HashAlgorithm {
         match self {
             HashAlgorithm::Xxh3_128 => 1,
             HashAlgorithm::Murmur64Double => 2,
+            HashAlgorithm::Murmur3_128 => 3,
         }
     }
 
@@ -47,12 +53,14 @@ impl HashAlgorithm {
         match id {
             1 => Some(HashAlgorithm::Xxh3_128),
             2 => Some(HashAlgorithm::Murmur64Double),
+            3 => Some(HashAlgorithm::Murmur3_128),
             _ => None,
         }
     }
 
     /// Hashes `item` with `seed` (the seed is ignored by
-    /// [`HashAlgorithm::Murmur64Double`], whose seed is fixed).
+    /// [`HashAlgorithm::Murmur64Double`] and [`HashAlgorithm::Murmur3_128`],
+    /// whose seeds are fixed).
     #[inline]
     pub fn hash(self, item: &[u8], seed: u64) -> ItemHash {
         match self {
@@ -68,6 +76,10 @@ impl HashAlgorithm {
                 let hi = murmur64a(item, lo);
                 ItemHash { lo, hi }
             }
+            HashAlgorithm::Murmur3_128 => {
+                let (lo, hi) = murmur3_x64_128(item, 0);
+                ItemHash { lo, hi }
+            }
         }
     }
 }
@@ -75,9 +87,11 @@ impl HashAlgorithm {
 /// The 128-bit hash of one item, from which every bit position is derived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ItemHash {
-    /// First word: xxh3-128's low half, or RedisBloom's `a`.
+    /// First word: xxh3-128's low half, RedisBloom's `a`, or MurmurHash3's
+    /// `h1`.
     pub lo: u64,
-    /// Second word: xxh3-128's high half, or RedisBloom's `b`.
+    /// Second word: xxh3-128's high half, RedisBloom's `b`, or MurmurHash3's
+    /// `h2`.
     pub hi: u64,
 }
 
@@ -134,6 +148,66 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
     h
 }
 
+/// MurmurHash3 x64 128-bit (Austin Appleby's `MurmurHash3_x64_128`, as
+/// Guava's `Murmur3_128HashFunction` computes it): 16-byte blocks read as
+/// two little-endian words, the tail mixed in byte by byte. Returns
+/// `(h1, h2)`, the first and second eight bytes of the 128-bit result read
+/// little-endian.
+pub fn murmur3_x64_128(key: &[u8], seed: u32) -> (u64, u64) {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+    let mix_k1 = |k: u64| k.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
+    let mix_k2 = |k: u64| k.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+    let (mut h1, mut h2) = (seed as u64, seed as u64);
+
+    let mut blocks = key.chunks_exact(16);
+    for block in &mut blocks {
+        let k1 = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
+        let k2 = u64::from_le_bytes(block[8..].try_into().expect("8 bytes"));
+        h1 ^= mix_k1(k1);
+        h1 = h1.rotate_left(27).wrapping_add(h2);
+        h1 = h1.wrapping_mul(5).wrapping_add(0x52dc_e729);
+        h2 ^= mix_k2(k2);
+        h2 = h2.rotate_left(31).wrapping_add(h1);
+        h2 = h2.wrapping_mul(5).wrapping_add(0x3849_5ab5);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let word = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .enumerate()
+                .fold(0u64, |w, (i, &b)| w | (b as u64) << (8 * i))
+        };
+        let (first, second) = tail.split_at(tail.len().min(8));
+        if !second.is_empty() {
+            h2 ^= mix_k2(word(second));
+        }
+        h1 ^= mix_k1(word(first));
+    }
+
+    let len = key.len() as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    (h1, h2)
+}
+
+/// MurmurHash3's 64-bit finaliser.
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +233,29 @@ mod tests {
         let b = murmur64a(b"hello", a);
         assert_ne!(a, b);
         assert_ne!(murmur64a(b"hello world!", 1), murmur64a(b"hello world!", 2));
+    }
+
+    #[test]
+    fn murmur3_matches_guava() {
+        // `Hashing.murmur3_128().hashString(s, UTF_8)` printed by Guava 31
+        // (its bytes in order: h1 then h2, each little-endian).
+        let cases = [
+            ("", "00000000000000000000000000000000"),
+            ("a", "897859f6655555855a890e51483ab5e6"),
+            ("hello", "029bbd41b3a7d8cb191dae486a901e5b"),
+            ("0123456789abcdef", "a7d14acf946de04bda08a7635c5bc387"),
+            ("0123456789abcdefXYZ", "1d904a6c0275d399f39cf8ea56e2694e"),
+            (
+                "h\u{e9}llo w\u{f6}rld \u{2713} \u{1d11e}",
+                "fcca0a4f40c4fcc1b808994d8b7e1ae4",
+            ),
+        ];
+        for (item, want) in cases {
+            let (h1, h2) = murmur3_x64_128(item.as_bytes(), 0);
+            let mut bytes = h1.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&h2.to_le_bytes());
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, want, "{item:?}");
+        }
     }
 }
