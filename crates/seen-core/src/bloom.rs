@@ -65,9 +65,9 @@ impl FilterBuilder {
         self
     }
 
-    /// Sets the hash seed of the blocked layout (ignored by the classic
-    /// layout, whose seed is RedisBloom's). Filters are only compatible with
-    /// filters of the same seed.
+    /// Sets the hash seed of the blocked layout (ignored by the other
+    /// layouts, whose seeds are RedisBloom's and Guava's). Filters are only
+    /// compatible with filters of the same seed.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
@@ -79,8 +79,9 @@ impl FilterBuilder {
         self
     }
 
-    /// The size (blocks for the blocked layout, bits for the classic one)
-    /// and hash count these parameters give.
+    /// The size (blocks for the blocked layout, bits for the others) and
+    /// hash count these parameters give. Guava layouts are sized as Guava's
+    /// `BloomFilter.create` sizes them.
     pub fn size(&self) -> Result<(u64, u32)> {
         check_error_rate(self.error_rate)?;
         if self.capacity == 0 {
@@ -93,6 +94,7 @@ impl FilterBuilder {
                 sizing::redis_hashes(self.error_rate).min(sizing::MAX_HASHES),
             )),
             Layout::Classic => sizing::classic_size(self.capacity, self.error_rate),
+            Layout::Guava | Layout::Guava32 => crate::guava::size(self.capacity, self.error_rate),
         }
     }
 
@@ -216,7 +218,7 @@ impl BloomFilter {
     }
 
     /// A filter with an explicit size: `size` is blocks (blocked layout) or
-    /// bits (classic layout, a multiple of 64).
+    /// bits (the other layouts, a multiple of 64).
     pub fn with_size(
         layout: Layout,
         size: u64,
@@ -240,6 +242,7 @@ impl BloomFilter {
         let seed = match raw.layout() {
             Layout::Blocked => seed,
             Layout::Classic => REDISBLOOM_SEED,
+            Layout::Guava | Layout::Guava32 => 0,
         };
         BloomFilter {
             raw,
@@ -270,9 +273,9 @@ impl BloomFilter {
     /// item in the blocked layout takes its block's lock bit, a bit inside
     /// the very cache line the add writes, with one compare-and-swap, sets its
     /// bits and releases the lock; that is what makes the answer exact when
-    /// threads race on the same item. In the classic layout, concurrent adds
-    /// of the same item are serialised by a striped spin lock, and the
-    /// bits are set with atomic ORs.
+    /// threads race on the same item. In the spread layouts (classic,
+    /// Guava), concurrent adds of the same item are serialised by a striped
+    /// spin lock, and the bits are set with atomic ORs.
     #[inline]
     pub fn add(&self, item: impl AsRef<[u8]>) -> bool {
         self.add_hash(self.hash(item))
@@ -284,7 +287,7 @@ impl BloomFilter {
     pub fn add_hash(&self, h: ItemHash) -> bool {
         let new = match self.raw.layout() {
             Layout::Blocked => self.raw.add(h),
-            Layout::Classic => {
+            _ => {
                 let _guard = StripeGuard::lock(h.lo);
                 self.raw.add(h)
             }
@@ -305,7 +308,7 @@ impl BloomFilter {
         for &h in hashes {
             let n = match self.raw.layout() {
                 Layout::Blocked => self.raw.add(h),
-                Layout::Classic => {
+                _ => {
                     let _guard = StripeGuard::lock(h.lo);
                     self.raw.add(h)
                 }
@@ -436,7 +439,7 @@ impl BloomFilter {
         self.raw.bits()
     }
 
-    /// Blocks (blocked layout) or bits (classic layout).
+    /// Blocks (blocked layout) or bits (the other layouts).
     pub fn size(&self) -> u64 {
         self.raw.size()
     }

@@ -165,10 +165,9 @@ struct Header {
 
 impl Header {
     fn to_bytes(&self) -> Vec<u8> {
-        let hash = match self.layout_id {
-            2 => HashAlgorithm::Murmur64Double.id(),
-            _ => HashAlgorithm::Xxh3_128.id(),
-        };
+        let hash = Layout::from_id(self.layout_id)
+            .map_or(HashAlgorithm::Xxh3_128, Layout::hash_algorithm)
+            .id();
         let mut b = Vec::with_capacity(FIXED_HEADER + LINK_HEADER * self.links.len() + 4);
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -198,11 +197,17 @@ impl Header {
 
     /// Words (u64) of one link's body.
     fn link_words(&self, l: &LinkHeader) -> u64 {
-        match self.layout_id {
-            2 => l.size / 64,
-            _ => l.size.saturating_mul(8),
+        match sized_in_bits(self.layout_id) {
+            true => l.size / 64,
+            false => l.size.saturating_mul(8),
         }
     }
+}
+
+/// Whether a layout id's link sizes count bits (the spread layouts), not
+/// 64-byte blocks.
+fn sized_in_bits(layout_id: u8) -> bool {
+    Layout::from_id(layout_id).is_some_and(Layout::is_spread)
 }
 
 /// Little-endian field reader over a header buffer.
@@ -360,13 +365,13 @@ fn check_header(h: &Header, hash_id: u8, opts: &DecodeOptions) -> Result<()> {
         if l.hashes == 0 || l.hashes > MAX_HASHES {
             return Err(corrupt(format!("link {i}: {} hashes", l.hashes)));
         }
-        if l.size == 0 || (layout_id == 2 && l.size % 64 != 0) {
+        if l.size == 0 || (sized_in_bits(layout_id) && !l.size.is_multiple_of(64)) {
             return Err(corrupt(format!("link {i}: size {}", l.size)));
         }
         check_rate(l.error_rate)?;
-        let words = match layout_id {
-            2 => l.size / 64,
-            _ => l
+        let words = match sized_in_bits(layout_id) {
+            true => l.size / 64,
+            false => l
                 .size
                 .checked_mul(8)
                 .ok_or_else(|| corrupt("size overflows"))?,

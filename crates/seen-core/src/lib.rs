@@ -10,16 +10,20 @@
 //! * [`ScalableBloomFilter`]: grows by adding sub-filters; with
 //!   [`Layout::Classic`] it is bit-for-bit RedisBloom's chain.
 //! * [`CountingBloomFilter`]: 4-bit counters, so items can be removed.
+//! * [`guava`]: Guava's `BloomFilter` sizing and `writeTo` files, read and
+//!   written bit for bit.
 //! * [`sizing`]: pure functions from (capacity, error rate) to (bits,
 //!   hashes) and back.
 //! * [`format`](mod@format): the versioned, checksummed byte format of every kind,
 //!   specified in `docs/FORMAT.md`.
 //!
-//! Two layouts: [`Layout::Blocked`] (default) puts all of an item's bits in
+//! Layouts: [`Layout::Blocked`] (default) puts all of an item's bits in
 //! one 64-byte cache line, so an operation costs one cache miss; its sizing
 //! accounts for blocking so the error rate asked for is delivered.
 //! [`Layout::Classic`] spreads them over the whole array exactly as
 //! RedisBloom does, so `BF.SCANDUMP` dumps move between the two.
+//! [`Layout::Guava`] and [`Layout::Guava32`] place them as Guava's
+//! `BloomFilter` does, so its files move between the two.
 //!
 //! No caller input panics: bad parameters, absurd sizes and corrupt bytes
 //! are [`Error`]s whose [`ErrorKind`] says what was wrong.
@@ -47,6 +51,7 @@ mod budget;
 mod counting;
 mod error;
 pub mod format;
+pub mod guava;
 mod hash;
 mod prefetch;
 mod raw;
@@ -60,7 +65,9 @@ pub use budget::{Charge, MemoryBudget};
 pub use counting::{CountingBloomFilter, Removal, COUNTER_MAX};
 pub use error::{ChunkMisfit, Error, ErrorKind, Result};
 pub use format::{decode, AnyFilter, DecodeOptions, FilterKind};
-pub use hash::{murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED};
+pub use hash::{
+    murmur3_x64_128, murmur64a, HashAlgorithm, ItemHash, DEFAULT_SEED, REDISBLOOM_SEED,
+};
 pub use prefetch::{for_each_prefetched, PREFETCH_AHEAD};
 pub use raw::Layout;
 pub use redisbloom::MAX_CHUNK;

@@ -18,6 +18,17 @@
 //! Position `i` is `(lo + i * hi) mod 2^64 mod bits`; bit `x` lives in
 //! word `x / 64` at mask `1 << (x % 64)`, which on the little-endian byte
 //! stream is RedisBloom's byte `x >> 3`, mask `1 << (x & 7)`.
+//!
+//! # Guava layouts
+//!
+//! Guava's `BloomFilterStrategies`, over MurmurHash3's `(h1, h2)` in `lo`
+//! and `hi`, bits placed as in the classic layout. `MURMUR128_MITZ_64`
+//! ([`Layout::Guava`]): position `i` (from 0) is
+//! `((h1 + i * h2) mod 2^64 & (2^63 - 1)) mod bits`. `MURMUR128_MITZ_32`
+//! ([`Layout::Guava32`]): with the 32-bit halves `a = h1 as i32` and
+//! `b = (h1 >> 32) as i32`, position `i` (from 1) is `c mod bits` where
+//! `c = a + i * b` in wrapping 32-bit arithmetic, bit-inverted when
+//! negative.
 
 use std::sync::atomic::Ordering;
 
@@ -42,6 +53,13 @@ pub enum Layout {
     /// Bits spread over the whole array with MurmurHash64A double hashing,
     /// bit-compatible with RedisBloom.
     Classic,
+    /// Bits spread over the whole array as Guava's `BloomFilter` places
+    /// them with its default strategy, `MURMUR128_MITZ_64`: bit-compatible
+    /// with the files Guava's `writeTo` writes (see [`crate::guava`]).
+    Guava,
+    /// Guava's older strategy, `MURMUR128_MITZ_32`, which filters written
+    /// by Guava before version 12 use.
+    Guava32,
 }
 
 impl Layout {
@@ -50,6 +68,8 @@ impl Layout {
         match self {
             Layout::Blocked => 1,
             Layout::Classic => 2,
+            Layout::Guava => 4,
+            Layout::Guava32 => 5,
         }
     }
 
@@ -58,6 +78,8 @@ impl Layout {
         match id {
             1 => Some(Layout::Blocked),
             2 => Some(Layout::Classic),
+            4 => Some(Layout::Guava),
+            5 => Some(Layout::Guava32),
             _ => None,
         }
     }
@@ -67,7 +89,14 @@ impl Layout {
         match self {
             Layout::Blocked => crate::HashAlgorithm::Xxh3_128,
             Layout::Classic => crate::HashAlgorithm::Murmur64Double,
+            Layout::Guava | Layout::Guava32 => crate::HashAlgorithm::Murmur3_128,
         }
+    }
+
+    /// Whether an item's bits spread over the whole array (every layout
+    /// but [`Layout::Blocked`]), whose size is then counted in bits.
+    pub fn is_spread(self) -> bool {
+        self != Layout::Blocked
     }
 }
 
@@ -147,10 +176,10 @@ pub(crate) fn checked_bytes(layout: Layout, size: u64, max_bytes: u64) -> Result
             }
             size.checked_mul(BLOCK_WORDS as u64)
         }
-        Layout::Classic => {
+        _ => {
             if size == 0 || !size.is_multiple_of(64) {
                 return Err(crate::error::corrupt(format!(
-                    "a classic filter's bit count must be a positive multiple of 64, not {size}"
+                    "a {layout:?} filter's bit count must be a positive multiple of 64, not {size}"
                 )));
             }
             Some(size / 64)
@@ -168,8 +197,8 @@ pub(crate) fn checked_bytes(layout: Layout, size: u64, max_bytes: u64) -> Result
 }
 
 impl RawFilter {
-    /// A zeroed filter. `size` is blocks (blocked) or bits (classic, a
-    /// multiple of 64).
+    /// A zeroed filter. `size` is blocks (blocked) or bits (the spread
+    /// layouts, a multiple of 64).
     pub(crate) fn new(layout: Layout, size: u64, hashes: u32, max_bytes: u64) -> Result<Self> {
         sizing::check_hashes(hashes)?;
         let bytes = checked_bytes(layout, size, max_bytes)?;
@@ -189,7 +218,7 @@ impl RawFilter {
         self.hashes
     }
 
-    /// Blocks (blocked) or bits (classic).
+    /// Blocks (blocked) or bits (spread layouts).
     pub(crate) fn size(&self) -> u64 {
         self.size
     }
@@ -203,7 +232,7 @@ impl RawFilter {
     pub(crate) fn addressable_bits(&self) -> u64 {
         match self.layout {
             Layout::Blocked => self.size * BLOCK_USABLE_BITS,
-            Layout::Classic => self.size,
+            _ => self.size,
         }
     }
 
@@ -216,22 +245,33 @@ impl RawFilter {
         fastrange(h.lo, self.size) as usize
     }
 
+    /// Position `i` (from 0) of an item in a spread layout.
     #[inline(always)]
-    fn classic_position(&self, h: ItemHash, i: u32) -> u64 {
-        h.lo.wrapping_add((i as u64).wrapping_mul(h.hi)) % self.size
+    fn spread_position(&self, h: ItemHash, i: u32) -> u64 {
+        match self.layout {
+            Layout::Guava => {
+                (h.lo.wrapping_add((i as u64).wrapping_mul(h.hi)) & i64::MAX as u64) % self.size
+            }
+            Layout::Guava32 => {
+                let (a, b) = (h.lo as i32, (h.lo >> 32) as i32);
+                let c = a.wrapping_add((i as i32 + 1).wrapping_mul(b));
+                (if c < 0 { !c } else { c }) as u64 % self.size
+            }
+            _ => h.lo.wrapping_add((i as u64).wrapping_mul(h.hi)) % self.size,
+        }
     }
 
-    /// Starts loading the item's block (blocked layout; the classic layout's
-    /// first position) into cache.
+    /// Starts loading the item's block (blocked layout; every position of
+    /// a spread layout) into cache.
     #[inline(always)]
     pub(crate) fn prefetch(&self, h: ItemHash) {
         match self.layout {
             Layout::Blocked => self.map.prefetch(self.block_index(h)),
             // Every position is a separate cache line: fetch them all, so
             // that their misses overlap instead of queueing one by one.
-            Layout::Classic => {
+            _ => {
                 for i in 0..self.hashes {
-                    let word = (self.classic_position(h, i) / 64) as usize;
+                    let word = (self.spread_position(h, i) / 64) as usize;
                     self.map.prefetch(word / BLOCK_WORDS);
                 }
             }
@@ -247,8 +287,8 @@ impl RawFilter {
                 let mask = block_mask(h.hi, self.hashes);
                 block_has(block, &mask)
             }
-            Layout::Classic => (0..self.hashes).all(|i| {
-                let x = self.classic_position(h, i);
+            _ => (0..self.hashes).all(|i| {
+                let x = self.spread_position(h, i);
                 self.map.word((x / 64) as usize).load(Ordering::Relaxed) & (1 << (x % 64)) != 0
             }),
         }
@@ -260,7 +300,7 @@ impl RawFilter {
     /// finds the item absent takes the block's lock bit (one compare-and-swap
     /// on the line it is about to write anyway), so two adds of the same item
     /// are serialised and exactly one of them sees unset bits. Lookups never
-    /// take the lock. Classic layout: each bit is set with an atomic OR; the
+    /// take the lock. Spread layouts: each bit is set with an atomic OR; the
     /// answer is exact only if the caller serialises adds of the same item
     /// (the filters do, with a `StripeGuard`).
     #[inline]
@@ -274,10 +314,10 @@ impl RawFilter {
                 }
                 block_add_locked(block, &mask)
             }
-            Layout::Classic => {
+            _ => {
                 let mut new = false;
                 for i in 0..self.hashes {
-                    let x = self.classic_position(h, i);
+                    let x = self.spread_position(h, i);
                     let bit = 1u64 << (x % 64);
                     let word = self.map.word((x / 64) as usize);
                     if word.load(Ordering::Relaxed) & bit == 0 {
@@ -306,10 +346,10 @@ impl RawFilter {
                 }
                 new
             }
-            Layout::Classic => {
+            _ => {
                 let mut new = false;
                 for i in 0..self.hashes {
-                    let x = self.classic_position(h, i);
+                    let x = self.spread_position(h, i);
                     let bit = 1u64 << (x % 64);
                     let w = self.map.word_mut((x / 64) as usize);
                     new |= *w & bit == 0;
@@ -327,12 +367,12 @@ impl RawFilter {
                 self.map
                     .count_ones_masked(|w| if w % BLOCK_WORDS == 0 { !LOCK_BIT } else { !0 })
             }
-            Layout::Classic => self.map.count_ones_masked(|_| !0),
+            _ => self.map.count_ones_masked(|_| !0),
         }
     }
 
     /// The false-positive rate implied by the bits now set: the average over
-    /// blocks of `(fill of the block)^k` (blocked) or `(fill)^k` (classic).
+    /// blocks of `(fill of the block)^k` (blocked) or `(fill)^k` (spread).
     pub(crate) fn current_fpp(&self) -> f64 {
         let k = self.hashes as i32;
         match self.layout {
@@ -353,7 +393,7 @@ impl RawFilter {
                 }
                 sum / self.map.blocks() as f64
             }
-            Layout::Classic => (self.count_ones() as f64 / self.size as f64).powi(k),
+            _ => (self.count_ones() as f64 / self.size as f64).powi(k),
         }
     }
 
@@ -361,7 +401,7 @@ impl RawFilter {
     pub(crate) fn model_fpp(&self, items: u64) -> f64 {
         match self.layout {
             Layout::Blocked => sizing::blocked_fpp(self.size, self.hashes, items),
-            Layout::Classic => sizing::classic_fpp(self.size, self.hashes, items),
+            _ => sizing::classic_fpp(self.size, self.hashes, items),
         }
     }
 
@@ -486,7 +526,8 @@ mod tests {
 
     #[test]
     fn add_then_contains_both_layouts() {
-        for (layout, size) in [(Layout::Blocked, 8), (Layout::Classic, 1024)] {
+        let spread = [Layout::Classic, Layout::Guava, Layout::Guava32].map(|l| (l, 1024));
+        for (layout, size) in [(Layout::Blocked, 8)].into_iter().chain(spread) {
             let mut f = RawFilter::new(layout, size, 7, u64::MAX).unwrap();
             let h = ItemHash {
                 lo: 12345,

@@ -498,7 +498,9 @@ pub fn blocked_capacity(blocks: u64, error_rate: f64) -> Result<(u64, u32)> {
 
 /// Swamidass & Baldi's estimate of the number of distinct items in a filter
 /// of `bits` addressable bits with `hashes` hashes, of which `set` are set:
-/// `n ≈ -(m / k) ln(1 - X / m)`.
+/// `n ≈ -(m / k) ln(1 - X / m)`, computed in the order Guava's
+/// `approximateElementCount()` computes it (`-log1p(-X / m) * m / k`), so
+/// the two agree to the last bit.
 pub fn estimate_items(bits: u64, hashes: u32, set: u64) -> f64 {
     if bits == 0 || hashes == 0 {
         return 0.0;
@@ -508,7 +510,7 @@ pub fn estimate_items(bits: u64, hashes: u32, set: u64) -> f64 {
     if x >= m {
         return f64::INFINITY;
     }
-    -(m / hashes as f64) * (1.0 - x / m).ln()
+    -(-x / m).ln_1p() * m / hashes as f64
 }
 
 #[cfg(test)]

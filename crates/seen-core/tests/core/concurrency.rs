@@ -62,7 +62,12 @@ fn check(name: &str, news: &[u8], count: u64, p: f64) {
 
 #[test]
 fn bloom_add_is_exact_under_contention() {
-    for layout in [Layout::Blocked, Layout::Classic] {
+    for layout in [
+        Layout::Blocked,
+        Layout::Classic,
+        Layout::Guava,
+        Layout::Guava32,
+    ] {
         for rotate in [false, true] {
             let f = Arc::new(
                 BloomFilter::builder(ITEMS as u64, 0.001)
@@ -87,7 +92,12 @@ fn bloom_add_is_exact_under_contention() {
 
 #[test]
 fn scalable_add_is_exact_under_contention() {
-    for layout in [Layout::Blocked, Layout::Classic] {
+    for layout in [
+        Layout::Blocked,
+        Layout::Classic,
+        Layout::Guava,
+        Layout::Guava32,
+    ] {
         // Small initial capacity: the chain grows while threads race.
         let f = Arc::new(
             ScalableBloomFilter::builder(1_000, 0.001)
@@ -157,7 +167,12 @@ fn run_batches(add_batch: BatchFn) -> Vec<u8> {
 
 #[test]
 fn batched_adds_are_exact_under_contention() {
-    for layout in [Layout::Blocked, Layout::Classic] {
+    for layout in [
+        Layout::Blocked,
+        Layout::Classic,
+        Layout::Guava,
+        Layout::Guava32,
+    ] {
         let f = Arc::new(
             BloomFilter::builder(ITEMS as u64, 0.001)
                 .layout(layout)

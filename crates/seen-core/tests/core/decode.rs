@@ -8,7 +8,12 @@ use seen_core::{
 
 fn samples() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
-    for layout in [Layout::Blocked, Layout::Classic] {
+    for layout in [
+        Layout::Blocked,
+        Layout::Classic,
+        Layout::Guava,
+        Layout::Guava32,
+    ] {
         let f = BloomFilter::builder(300, 0.01)
             .layout(layout)
             .build()

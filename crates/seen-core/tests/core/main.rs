@@ -3,6 +3,7 @@
 mod concurrency;
 mod decode;
 mod golden;
+mod guava;
 mod props;
 mod redisbloom_vectors;
 mod stats;

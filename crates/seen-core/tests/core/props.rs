@@ -10,7 +10,12 @@ use seen_core::{
 };
 
 fn layouts() -> impl Strategy<Value = Layout> {
-    prop_oneof![Just(Layout::Blocked), Just(Layout::Classic)]
+    prop_oneof![
+        Just(Layout::Blocked),
+        Just(Layout::Classic),
+        Just(Layout::Guava),
+        Just(Layout::Guava32)
+    ]
 }
 
 fn items() -> impl Strategy<Value = Vec<Vec<u8>>> {
