@@ -10,10 +10,12 @@
 //! ```
 //!
 //! The file holds no capacity, error rate or item count. A filter read from
-//! one says it holds Guava's `approximateElementCount()` items, and its
-//! capacity and error rate are those its bits and hash count are optimal
-//! for: capacity `m ln 2 / k` (the load at which `k` hashes are best for
-//! `m` bits) and the textbook rate `(1 - e^(-k n / m))^k` at it.
+//! one says it holds Guava's `approximateElementCount()` items, and takes
+//! as its capacity the largest number of insertions for which Guava would
+//! have chosen its hash count for its bits, `m ln 2 / (k - 1/2)` (Guava
+//! rounds `m ln 2 / n` to `k`, so the capacity it was created with is at
+//! most that), and as its error rate the textbook `(1 - e^(-k n / m))^k` at
+//! that capacity.
 //!
 //! Items are the bytes Guava's funnel feeds the hash: for
 //! `Funnels.stringFunnel(UTF_8)` a string's UTF-8 bytes, for
@@ -119,10 +121,13 @@ pub fn create(capacity: u64, error_rate: f64) -> Result<BloomFilter> {
         .build()
 }
 
-/// The capacity and error rate a filter of `bits` bits and `hashes` hashes
-/// is optimal for (what a file that does not record them is taken to have).
+/// The capacity and error rate taken for a filter of `bits` bits and
+/// `hashes` hashes, whose file does not record them: the most insertions
+/// Guava would size with this many hashes for these bits, and the textbook
+/// rate at that load.
 pub fn implied_capacity_and_rate(bits: u64, hashes: u32) -> (u64, f64) {
-    let capacity = ((bits as f64 * std::f64::consts::LN_2 / hashes as f64) as u64).max(1);
+    let most = bits as f64 * std::f64::consts::LN_2 / (hashes as f64 - 0.5);
+    let capacity = (most as u64).max(1);
     let rate = sizing::classic_fpp(bits, hashes, capacity).clamp(f64::MIN_POSITIVE, 0.5);
     (capacity, rate)
 }

@@ -1,26 +1,28 @@
 //! `seen inspect`: what a state file, a snapshot or a Redis filter holds.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use seen_core::{AnyFilter, DecodeOptions, FilterStats};
+use seen_core::{guava, AnyFilter, DecodeOptions, FilterStats, Layout};
 use seen_redis::{RedisFilter, Target};
 use serde_json::{json, Map, Value};
 
+use crate::filter_file::{self, Content};
 use crate::units::human_bytes;
 
 /// Show a filter's layout, parameters, size, fill, estimated items and
 /// error rate now: a state file of `seen dedup --state`, a snapshot of a
-/// `seen serve` data directory, or a filter in Redis.
+/// `seen serve` data directory, a file Guava's `BloomFilter.writeTo`
+/// wrote, or a filter in Redis.
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
 Examples:
   seen inspect urls.seen
   seen inspect ./seen-data/snapshots/00000000000000000001.snap --json
+  seen inspect crawl.guava
   seen inspect --redis redis://127.0.0.1:6379 --name crawl-urls
   seen inspect --check urls.seen || echo 'time for a bigger filter'
 
@@ -28,8 +30,8 @@ Exit status: 0, or with --check 1 when the filter is past its capacity (its
 error rate now is above the one it was sized for) or, in Redis, has damaged
 shards; 2 on any error.")]
 pub(crate) struct InspectArgs {
-    /// A state file (`seen dedup --state`) or a snapshot file
-    /// (`<data dir>/snapshots/*.snap`).
+    /// A state file (`seen dedup --state`), a snapshot file
+    /// (`<data dir>/snapshots/*.snap`) or a Guava `writeTo` file.
     #[arg(
         value_name = "PATH",
         required_unless_present = "redis",
@@ -83,44 +85,30 @@ pub(crate) fn run(args: InspectArgs) -> Result<ExitCode> {
 }
 
 fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
-    let mut f = File::open(path).map_err(|e| anyhow!("cannot open '{}': {e}", path.display()))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| anyhow!("cannot read '{}': {e}", path.display()))?;
-    if meta.is_dir() {
-        bail!(
-            "'{}' is a directory; give one file, such as a snapshot in '{}/snapshots/'",
-            path.display(),
-            path.display()
-        );
-    }
-    let mut magic = [0u8; 8];
-    let mut got = 0;
-    while got < 8 {
-        match f.read(&mut magic[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => bail!("cannot read '{}': {e}", path.display()),
-        }
-    }
-    drop(f);
-    let opts = DecodeOptions {
-        max_bytes: u64::MAX,
+    let what = "file";
+    let Some(mut f) = filter_file::open(path, what)? else {
+        bail!("cannot open '{}': no such file", path.display());
     };
+    let content = filter_file::sniff(&mut f, path)?;
+    let file_bytes = f
+        .metadata()
+        .map_err(|e| anyhow!("cannot read '{}': {e}", path.display()))?
+        .len();
+    let f =
+        filter_file::open(path, what)?.ok_or_else(|| anyhow!("'{}' went away", path.display()))?;
     let mut report = Map::new();
     report.insert("file".into(), json!(path.display().to_string()));
-    report.insert("file_bytes".into(), json!(meta.len()));
-    match &magic[..got] {
-        b"SEENFLTR" => {
-            let f =
-                File::open(path).map_err(|e| anyhow!("cannot open '{}': {e}", path.display()))?;
-            let filter = seen_core::decode(io::BufReader::with_capacity(1 << 20, f), &opts)
-                .map_err(|e| anyhow!("'{}' is damaged or not a filter: {e}", path.display()))?;
+    report.insert("file_bytes".into(), json!(file_bytes));
+    match content {
+        Content::SeenFilter => {
+            let filter = filter_file::read_seen(path, f)?;
             report.insert("source".into(), json!("filter file"));
             describe(&filter, &mut report);
         }
-        b"SEENSNAP" => {
+        Content::SeenSnapshot => {
+            let opts = DecodeOptions {
+                max_bytes: u64::MAX,
+            };
             let snap = seen_store::read_snapshot(path, &opts)
                 .map_err(|e| anyhow!("'{}' is a damaged snapshot: {e}", path.display()))?;
             report.insert("source".into(), json!("seen serve snapshot"));
@@ -129,10 +117,30 @@ fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
             report.insert("expire_at_unix_ms".into(), json!(snap.expire_at_ms));
             describe(&snap.filter, &mut report);
         }
-        other => bail!(
-            "'{}' is not a seen filter or snapshot (it starts with {:?}, not SEENFLTR or SEENSNAP)",
+        Content::Guava => {
+            let filter = filter_file::read_guava(path, f)?;
+            report.insert("source".into(), json!("guava file"));
+            let strategy = match filter.layout() {
+                Layout::Guava32 => "MURMUR128_MITZ_32",
+                _ => "MURMUR128_MITZ_64",
+            };
+            report.insert("guava_strategy".into(), json!(strategy));
+            report.insert(
+                "approximate_element_count".into(),
+                json!(guava::approximate_element_count(&filter)),
+            );
+            describe(&AnyFilter::Bloom(filter), &mut report);
+            // A Guava file records neither: these are what its bits and
+            // hash count are optimal for.
+            report.insert(
+                "capacity_and_rate".into(),
+                json!("implied by size and hashes"),
+            );
+        }
+        Content::Unknown(head, got) => bail!(
+            "'{}' is not a seen filter, a snapshot or a Guava filter file (it starts with {:?})",
             path.display(),
-            String::from_utf8_lossy(other)
+            String::from_utf8_lossy(&head[..got])
         ),
     }
     Ok(report)

@@ -2,7 +2,9 @@
 //! work is done by the library crates.
 
 mod calc;
+mod convert;
 mod dedup;
+mod filter_file;
 mod inspect;
 mod serve;
 mod units;
@@ -31,9 +33,13 @@ enum Command {
     /// Sizing: bits and hashes for a capacity and error rate, the error rate
     /// for a capacity and memory, the capacity for memory and a rate.
     Calc(calc::CalcArgs),
-    /// Show what a state file, a snapshot or a Redis filter holds: layout,
-    /// size, fill, estimated items, error rate now.
+    /// Show what a state file, a snapshot, a Guava file or a Redis filter
+    /// holds: layout, size, fill, estimated items, error rate now.
     Inspect(inspect::InspectArgs),
+    /// Convert a filter between Guava's file format and seen's, bits
+    /// unchanged: `--from guava guava.bin crawl.seen`, `--to guava
+    /// crawl.seen guava.bin`.
+    Convert(convert::ConvertArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +55,7 @@ fn main() -> ExitCode {
         Command::Dedup(args) => dedup::run(args),
         Command::Calc(args) => calc::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Convert(args) => convert::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,21 +1,21 @@
 //! Where `seen dedup` gets its answers: a local filter (with its state
 //! file) or a filter shared through Redis.
 
-use std::fs::{self, File};
-use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use seen_core::{for_each_prefetched, AnyFilter, BloomFilter, DecodeOptions, ItemHash};
+use seen_core::{for_each_prefetched, guava, AnyFilter, BloomFilter, ItemHash};
 use seen_redis::{FilterParams, RedisFilter, RetryPolicy, Target};
 
 use super::{DedupArgs, DEFAULT_CAPACITY, DEFAULT_FPP, REDIS_WAIT_TIMEOUT};
+use crate::filter_file::{self, Content, FileFormat};
 
 /// Where the "seen before?" answers come from.
 pub(super) enum Backend {
     Local {
         filter: Box<BloomFilter>,
         state: Option<PathBuf>,
+        format: FileFormat,
         hashes: Vec<ItemHash>,
     },
     Redis {
@@ -131,8 +131,9 @@ pub(super) fn open_backend(args: &DedupArgs) -> Result<Backend> {
     if let (Some(path), false) = (&args.state, args.read_only) {
         check_state_writable(path)?;
     }
+    let format = args.format.unwrap_or(FileFormat::Seen);
     let filter = match &args.state {
-        Some(path) => match load_state(path)? {
+        Some(path) => match load_state(path, format)? {
             Some(f) => {
                 warn_ignored(
                     args,
@@ -158,7 +159,12 @@ pub(super) fn open_backend(args: &DedupArgs) -> Result<Backend> {
         None => {
             let capacity = args.capacity.unwrap_or(DEFAULT_CAPACITY);
             let fpp = args.fpp.unwrap_or(DEFAULT_FPP);
-            BloomFilter::new(capacity, fpp).map_err(|e| {
+            let made = match format {
+                FileFormat::Seen => BloomFilter::new(capacity, fpp),
+                // Sized as Guava's BloomFilter.create sizes it.
+                FileFormat::Guava => guava::create(capacity, fpp),
+            };
+            made.map_err(|e| {
                 anyhow!("cannot make a filter for --capacity {capacity} --fpp {fpp}: {e}")
             })?
         }
@@ -166,6 +172,7 @@ pub(super) fn open_backend(args: &DedupArgs) -> Result<Backend> {
     Ok(Backend::Local {
         filter: Box::new(filter),
         state: args.state.clone(),
+        format,
         hashes: Vec::new(),
     })
 }
@@ -227,95 +234,70 @@ fn open_redis(args: &DedupArgs, url: &str, name: &str) -> Result<Backend> {
     })
 }
 
-/// Reads a state file; `None` when it does not exist yet.
-fn load_state(path: &Path) -> Result<Option<BloomFilter>> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => bail!("cannot open state file '{}': {e}", path.display()),
+/// Reads a state file in `format`; `None` when it does not exist yet.
+fn load_state(path: &Path, format: FileFormat) -> Result<Option<BloomFilter>> {
+    let Some(mut f) = filter_file::open(path, "state file")? else {
+        return Ok(None);
     };
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        bail!(
-            "state file '{}' is a directory; give a file path such as '{}/dedup.seen'",
-            path.display(),
-            path.display()
-        );
-    }
-    let opts = DecodeOptions {
-        max_bytes: u64::MAX,
+    let content = filter_file::sniff(&mut f, path)?;
+    // Read again from the start.
+    let Some(f) = filter_file::open(path, "state file")? else {
+        return Ok(None);
     };
-    match seen_core::decode(io::BufReader::with_capacity(1 << 20, f), &opts) {
-        Ok(AnyFilter::Bloom(f)) => Ok(Some(f)),
-        Ok(other) => bail!(
-            "state file '{}' holds a {:?} filter; seen dedup keeps a Bloom filter (give another --state path)",
-            path.display(),
-            other.kind()
-        ),
-        Err(e) => bail!(
-            "state file '{}' cannot be used: {e}; it was left unchanged (move it away to start afresh)",
+    let unusable = |e: anyhow::Error| {
+        anyhow!("state file {e}; it was left unchanged (move it away to start afresh)")
+    };
+    match (content, format) {
+        (Content::Guava, FileFormat::Guava) => {
+            filter_file::read_guava(path, f).map(Some).map_err(unusable)
+        }
+        (Content::Guava, FileFormat::Seen) => bail!(
+            "state file '{}' is a Guava filter file: add --format guava to use it (it is written back \
+             in Guava's format)",
             path.display()
         ),
+        (Content::SeenFilter, FileFormat::Seen) => match filter_file::read_seen(path, f) {
+            Ok(AnyFilter::Bloom(f)) => Ok(Some(f)),
+            Ok(other) => bail!(
+                "state file '{}' holds a {:?} filter; seen dedup keeps a Bloom filter (give another --state path)",
+                path.display(),
+                other.kind()
+            ),
+            Err(e) => Err(unusable(e)),
+        },
+        (Content::SeenFilter, FileFormat::Guava) => bail!(
+            "state file '{}' is in seen's format, not Guava's: drop --format guava, or make a Guava \
+             file of it with `seen convert --to guava` (possible for Guava-layout filters only)",
+            path.display()
+        ),
+        (Content::SeenSnapshot, _) => bail!(
+            "state file '{}' is a snapshot of a seen serve data directory, not a state file",
+            path.display()
+        ),
+        (Content::Unknown(..), FileFormat::Guava) => bail!(
+            "state file '{}' cannot be used: it is not a Guava filter file (a strategy byte, a hash \
+             count, a word count and that many words); it was left unchanged",
+            path.display()
+        ),
+        (Content::Unknown(..), FileFormat::Seen) => bail!(
+            "state file '{}' cannot be used: it is not a seen filter (no SEENFLTR magic); it was \
+             left unchanged (move it away to start afresh)",
+            path.display()
+        ),
     }
-}
-
-/// The directory of a state file, and the temporary file it is written
-/// as before the rename.
-struct StatePaths {
-    dir: PathBuf,
-    tmp: PathBuf,
-}
-
-fn state_paths(path: &Path) -> Result<StatePaths> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("--state '{}' is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    Ok(StatePaths { dir, tmp })
 }
 
 /// Makes and removes the state's temporary file, so that a state that
 /// could not be saved (no such directory, no permission, a read-only
 /// disk) is reported before any input is read, not after all of it.
 fn check_state_writable(path: &Path) -> Result<()> {
-    let StatePaths { tmp, .. } = state_paths(path)?;
-    File::create(&tmp)
-        .and_then(|_| fs::remove_file(&tmp))
-        .map_err(|e| {
-            anyhow!(
-                "cannot save state file '{}': {e} (nothing was read)",
-                path.display()
-            )
-        })
+    filter_file::check_writable(path)
+        .map_err(|e| anyhow!("cannot save state file: {e} (nothing was read)"))
 }
 
-/// Writes the filter to `path` atomically: a temporary file in the same
-/// directory, fsync, rename over the old one, fsync the directory.
-pub(super) fn save_state(filter: &BloomFilter, path: &Path) -> Result<()> {
-    let StatePaths { dir, tmp } = state_paths(path)?;
-    let result = (|| -> io::Result<()> {
-        let f = File::create(&tmp)?;
-        let mut w = io::BufWriter::with_capacity(1 << 20, f);
-        filter.encode(&mut w).map_err(io::Error::other)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        bail!(
-            "cannot save state file '{}': {e}; the previous state is unchanged",
-            path.display()
-        );
-    }
-    Ok(())
+/// Writes the filter to `path` in `format` atomically: a temporary file in
+/// the same directory, fsync, rename over the old one, fsync the directory.
+pub(super) fn save_state(filter: &BloomFilter, path: &Path, format: FileFormat) -> Result<()> {
+    filter_file::save_bloom(filter, path, format)
+        .map_err(|e| anyhow!("cannot save state file: {e}; the previous state is unchanged"))
 }

@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::filter_file::FileFormat;
 use crate::units::{parse_count, parse_duration, parse_fpp};
 
 mod backend;
@@ -41,6 +42,9 @@ Examples:
 
   # Many machines deduplicating against one filter in Redis:
   seen dedup --redis redis://cache:6379 --name crawl-urls --capacity 1e9 urls.txt
+
+  # A filter a Java service keeps with Guava's BloomFilter.writeTo:
+  seen dedup --state seen-urls.guava --format guava new-urls.txt > to-fetch.txt
 
   # How many duplicates are there?
   seen dedup --print-dups --count titles.txt
@@ -93,6 +97,14 @@ pub(crate) struct DedupArgs {
     /// `--state urls.seen`).
     #[arg(long, value_name = "PATH", conflicts_with = "redis")]
     state: Option<PathBuf>,
+
+    /// The --state file's format: `seen` (the default) or `guava`, the file
+    /// Java's Guava `BloomFilter.writeTo` writes (strings hashed as
+    /// `Funnels.stringFunnel(UTF_8)` hashes them). A Guava state file is
+    /// read, added to and written back in Guava's format; a new one is
+    /// sized as Guava's `BloomFilter.create` sizes it.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "state")]
+    format: Option<FileFormat>,
 
     /// Use a filter kept in Redis, shared with every other process using
     /// the same --name: `redis://host:6379`, `rediss://...`, or
@@ -251,11 +263,12 @@ pub(crate) fn run(args: DedupArgs) -> Result<ExitCode> {
     if let Backend::Local {
         filter,
         state: Some(path),
+        format,
         ..
     } = &backend
     {
         if !args.read_only {
-            save_state(filter, path)?;
+            save_state(filter, path, *format)?;
         }
     }
     if args.verbose {

@@ -63,6 +63,7 @@ fn every_subcommand_ends_quietly_when_its_output_is_closed() {
         (vec!["dedup", "--capacity", "1000000", "--count"], &lines),
         (vec!["--help"], b""),
         (vec!["calc", "--help"], b""),
+        (vec!["convert", "--help"], b""),
         (vec!["--version"], b""),
     ];
     for (args, input) in cases {

@@ -4,6 +4,9 @@
 mod calc;
 mod closed_output;
 mod dedup;
+mod guava;
+#[path = "../../../seen-core/tests/java/peer.rs"]
+mod guava_peer;
 mod inspect;
 #[path = "../../../seen-redis/tests/redis/proxy.rs"]
 mod proxy;
