@@ -1,5 +1,5 @@
 //! A filter's life under its name: created (or loaded from a RedisBloom
-//! dump header), given an expiry, deleted.
+//! dump header, or imported whole), given an expiry, deleted.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use crate::entry::{now_ms, Entry};
 use crate::error::{ErrorKind, Result};
 use crate::filter::{self};
 use crate::log::lock;
-use crate::record::{FilterSpec, Record, MAX_NAME_LEN};
+use crate::record::{FilterSpec, Record, MAX_CHUNK_PER_RECORD, MAX_NAME_LEN};
 use crate::store::{Pending, Store};
 
 impl Store {
@@ -54,6 +54,78 @@ impl Store {
             name,
             header,
         })
+    }
+
+    /// Puts a whole filter under `name` (`BF.IMPORT`), refusing one of
+    /// more than `max_bytes` bytes (or of more than the store's limit or
+    /// what `maxmemory` leaves). Fails with [`ErrorKind::Exists`] if the
+    /// name is taken.
+    ///
+    /// The filter is logged in seen's byte format, in pieces of at most 4
+    /// MiB, and comes to be under its name with its last piece: a crash or
+    /// an error part way leaves no filter, never part of one. No checkpoint
+    /// runs meanwhile, so every piece stays in the log until a checkpoint
+    /// has the whole filter in a snapshot.
+    pub fn import(&self, name: &[u8], filter: AnyFilter, max_bytes: u64) -> Result<()> {
+        self.usable(false)?;
+        if name.len() > MAX_NAME_LEN {
+            return Err(ErrorKind::NameTooLong {
+                len: name.len(),
+                max: MAX_NAME_LEN,
+            }
+            .into());
+        }
+        if self.live(name)?.is_some() {
+            return Err(ErrorKind::Exists.into());
+        }
+        let bytes = filter::memory_bytes(&filter);
+        let limit = max_bytes.min(self.inner.opts.max_filter_bytes);
+        if bytes > limit {
+            let e = seen_core::ErrorKind::TooLarge {
+                needed: bytes,
+                limit,
+            };
+            return Err(seen_core::Error::from(e).into());
+        }
+        let charge = self.inner.budget.charge(bytes)?;
+        let mut encoded = Vec::new();
+        filter.encode(&mut encoded)?;
+        let lsn: Result<u64> = self.blocking(|| {
+            let _no_checkpoint = lock(&self.inner.checkpointing);
+            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let total = encoded.len() as u64;
+            let pieces: Vec<&[u8]> = encoded.chunks(MAX_CHUNK_PER_RECORD).collect();
+            let (last, before) = pieces.split_last().expect("an encoded filter has bytes");
+            let mut offset = 0;
+            for &data in before {
+                let piece = Record::Import {
+                    id,
+                    name,
+                    total,
+                    offset,
+                    data,
+                };
+                self.inner.log.write(&piece)?;
+                offset += data.len() as u64;
+            }
+            let last = Record::Import {
+                id,
+                name,
+                total,
+                offset,
+                data: last,
+            };
+            let mut map = self.filters_mut();
+            if map.contains_key(name) {
+                return Err(ErrorKind::Exists.into());
+            }
+            let lsn = self.inner.log.write(&last)?;
+            let entry = Entry::new(id, name.to_vec(), filter, charge, &self.inner.opts);
+            entry.write().last_lsn = lsn;
+            map.insert(name.to_vec(), Arc::new(entry));
+            Ok(lsn)
+        });
+        self.wait(Pending(lsn?))
     }
 
     fn create_with<'a>(

@@ -5,7 +5,8 @@
 //! u32 crc   CRC-32 of those `len` bytes
 //! u64 lsn   log sequence number: rises from record to record
 //! u8  type  1 create, 2 add, 3 remove, 4 delete, 5 expire,
-//!           6 load RedisBloom dump header, 7 load RedisBloom dump chunk
+//!           6 load RedisBloom dump header, 7 load RedisBloom dump chunk,
+//!           8 a piece of an imported filter
 //! payload
 //! zero padding to a multiple of 8 bytes
 //! ```
@@ -19,7 +20,8 @@ use seen_core::{ItemHash, Layout};
 pub(crate) const MAX_HASHES_PER_RECORD: usize = 65_536;
 
 /// Most dump bytes in one load-chunk record; a larger chunk is logged as
-/// consecutive pieces, each a valid chunk of its own.
+/// consecutive pieces, each a valid chunk of its own. Also the most bytes
+/// of an imported filter in one import record.
 pub(crate) const MAX_CHUNK_PER_RECORD: usize = 4 << 20;
 
 /// The longest filter name the store takes (a longer one could not be
@@ -179,6 +181,18 @@ pub(crate) enum Record<'a> {
         iter: u64,
         data: &'a [u8],
     },
+    /// Bytes `offset..offset + data.len()` of a whole filter in seen's
+    /// byte format, `total` bytes long (`Store::import`). The filter comes
+    /// to be under `name` when the piece that completes it is applied, and
+    /// only if no other filter holds the name then; one never completed
+    /// never was.
+    Import {
+        id: u64,
+        name: &'a [u8],
+        total: u64,
+        offset: u64,
+        data: &'a [u8],
+    },
 }
 
 impl Record<'_> {
@@ -190,7 +204,8 @@ impl Record<'_> {
             | Record::Delete { id }
             | Record::Expire { id, .. }
             | Record::LoadHeader { id, .. }
-            | Record::LoadChunk { id, .. } => id,
+            | Record::LoadChunk { id, .. }
+            | Record::Import { id, .. } => id,
         }
     }
 
@@ -203,6 +218,7 @@ impl Record<'_> {
             Record::Expire { .. } => 5,
             Record::LoadHeader { .. } => 6,
             Record::LoadChunk { .. } => 7,
+            Record::Import { .. } => 8,
         }
     }
 
@@ -234,6 +250,18 @@ impl Record<'_> {
             }
             Record::LoadChunk { iter, data, .. } => {
                 out.extend_from_slice(&iter.to_le_bytes());
+                bytes(out, data);
+            }
+            Record::Import {
+                name,
+                total,
+                offset,
+                data,
+                ..
+            } => {
+                bytes(out, name);
+                out.extend_from_slice(&total.to_le_bytes());
+                out.extend_from_slice(&offset.to_le_bytes());
                 bytes(out, data);
             }
         }
@@ -329,6 +357,13 @@ pub(crate) fn parse<'a>(b: &'a [u8]) -> Parsed<'a> {
             7 => Record::LoadChunk {
                 id,
                 iter: f.u64()?,
+                data: f.bytes()?,
+            },
+            8 => Record::Import {
+                id,
+                name: f.bytes()?,
+                total: f.u64()?,
+                offset: f.u64()?,
                 data: f.bytes()?,
             },
             _ => return None,

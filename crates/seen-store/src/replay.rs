@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use seen_core::{AnyFilter, ScalableBloomFilter};
+use seen_core::{AnyFilter, DecodeOptions, ScalableBloomFilter};
 
 use crate::filter::{apply_adds, apply_removes, build};
 use crate::record::Record;
@@ -52,6 +52,8 @@ pub(crate) struct Replay {
     pub(crate) adds: u64,
     /// The highest filter id any record names.
     pub(crate) max_id: u64,
+    /// Imports not complete yet: the bytes of their pieces so far.
+    pub(crate) importing: HashMap<u64, Vec<u8>>,
 }
 
 impl Replay {
@@ -80,6 +82,16 @@ impl Replay {
             self.filters.remove(&id);
             self.deleted.insert(id);
             return Ok(());
+        }
+        if let Record::Import {
+            name,
+            total,
+            offset,
+            data,
+            ..
+        } = record
+        {
+            return self.import_piece(id, lsn, name, total, offset, data);
         }
         let new_filter = |filter| Rebuilt {
             id,
@@ -139,8 +151,66 @@ impl Replay {
             Record::Create { .. } | Record::LoadHeader { .. } => {
                 return Err(format!("filter {id} created twice"))
             }
-            Record::Delete { .. } => unreachable!("handled above"),
+            Record::Delete { .. } | Record::Import { .. } => unreachable!("handled above"),
         };
         applied.map_err(|e| format!("a record filter {id} refuses: {e}"))
+    }
+
+    /// Applies a piece of an import: the filter comes to be when its last
+    /// piece is applied, unless another filter holds its name by then (the
+    /// live import was refused then, as `Store::import` checks at the same
+    /// point of the log).
+    fn import_piece(
+        &mut self,
+        id: u64,
+        lsn: u64,
+        name: &[u8],
+        total: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
+        if let Some(f) = self.filters.get(&id) {
+            // Its snapshot, written after the import, holds it.
+            return match lsn <= f.snap_lsn {
+                true => Ok(()),
+                false => Err(format!("filter {id} imported twice")),
+            };
+        }
+        if self.deleted.contains(&id) {
+            return Ok(());
+        }
+        let bytes = self.importing.entry(id).or_default();
+        let end = offset.checked_add(data.len() as u64);
+        if offset != bytes.len() as u64 || end.is_none_or(|end| end > total) {
+            return Err(format!(
+                "a piece of filter {id}'s import at {offset} of {total} bytes, after {} bytes",
+                bytes.len()
+            ));
+        }
+        bytes.extend_from_slice(data);
+        if (bytes.len() as u64) < total {
+            return Ok(());
+        }
+        let bytes = self.importing.remove(&id).unwrap_or_default();
+        if self.filters.values().any(|f| f.name == name) {
+            return Ok(());
+        }
+        let opts = DecodeOptions {
+            max_bytes: u64::MAX,
+        };
+        let filter = seen_core::decode(&bytes[..], &opts)
+            .map_err(|e| format!("filter {id}'s import cannot be read: {e}"))?;
+        self.filters.insert(
+            id,
+            Rebuilt {
+                id,
+                name: name.to_vec(),
+                filter,
+                expire_at_ms: 0,
+                snap_lsn: 0,
+                last_lsn: lsn,
+            },
+        );
+        Ok(())
     }
 }

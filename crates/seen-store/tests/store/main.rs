@@ -8,6 +8,7 @@ mod damage;
 mod dumps;
 mod faults;
 mod faulty;
+mod import;
 mod power;
 mod props;
 mod races;
