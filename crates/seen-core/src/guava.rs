@@ -39,7 +39,7 @@
 //! # Ok::<(), seen_core::Error>(())
 //! ```
 
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 
 use crate::bloom::BloomFilter;
 use crate::error::{corrupt, ErrorKind, Result};
@@ -55,6 +55,9 @@ pub const DEFAULT_MAX_BYTES: u64 = MAX_WORDS * 8;
 
 /// Bytes before the words: strategy, hash count, word count.
 pub const HEADER_BYTES: usize = 6;
+
+/// Words read at a time.
+const BUF_WORDS: usize = 8192;
 
 /// Guava's strategy ordinal of a layout, or `None` for seen's own layouts.
 pub fn strategy_ordinal(layout: Layout) -> Option<u8> {
@@ -147,9 +150,9 @@ pub fn approximate_element_count(f: &BloomFilter) -> u64 {
 
 /// Reads one filter in Guava's `writeTo` format, refusing one of more than
 /// `max_bytes` bytes before allocating it. The reader is read up to the
-/// filter's end, no further (as `BloomFilter.readFrom` reads).
-pub fn read(r: impl Read, max_bytes: u64) -> Result<BloomFilter> {
-    let mut r = BufReader::with_capacity(64 * 1024, r);
+/// filter's end, no further (as `BloomFilter.readFrom` reads), in reads of
+/// 64 KiB.
+pub fn read(mut r: impl Read, max_bytes: u64) -> Result<BloomFilter> {
     let mut header = [0u8; HEADER_BYTES];
     r.read_exact(&mut header)?;
     let (layout, hashes, words) = parse_header(&header)?;
@@ -165,10 +168,18 @@ pub fn read(r: impl Read, max_bytes: u64) -> Result<BloomFilter> {
     let (capacity, rate) = implied_capacity_and_rate(bits, hashes);
     let mut f = BloomFilter::with_size(layout, bits, hashes, 0, capacity, rate, u64::MAX)?;
     let raw = f.raw_mut();
-    let mut word = [0u8; 8];
-    for i in 0..words as usize {
-        r.read_exact(&mut word)?;
-        raw.set_word(i, u64::from_be_bytes(word));
+    let mut buf = vec![0u8; BUF_WORDS * 8];
+    let mut at = 0;
+    while at < words as usize {
+        let n = (words as usize - at).min(BUF_WORDS);
+        r.read_exact(&mut buf[..n * 8])?;
+        for (i, word) in buf[..n * 8].chunks_exact(8).enumerate() {
+            raw.set_word(
+                at + i,
+                u64::from_be_bytes(word.try_into().expect("8 bytes")),
+            );
+        }
+        at += n;
     }
     let items = approximate_element_count(&f);
     f.set_len(items);
@@ -187,6 +198,27 @@ pub fn read_file(mut r: impl Read, max_bytes: u64) -> Result<BloomFilter> {
         )));
     }
     Ok(f)
+}
+
+/// Reads a Guava file held in memory, checking its length against its word
+/// count before allocating anything (a header that claims gigabytes in a
+/// short buffer costs nothing).
+pub fn from_bytes(data: &[u8], max_bytes: u64) -> Result<BloomFilter> {
+    if let Some(header) = data.get(..HEADER_BYTES) {
+        let (_, _, words) = parse_header(header.try_into().expect("6 bytes"))?;
+        let want = HEADER_BYTES as u64 + words * 8;
+        match (data.len() as u64).cmp(&want) {
+            std::cmp::Ordering::Less => return Err(ErrorKind::Truncated.into()),
+            std::cmp::Ordering::Greater => {
+                return Err(corrupt(format!(
+                    "{} bytes follow the Guava filter's {words} words",
+                    data.len() as u64 - want
+                )))
+            }
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    read_file(data, max_bytes)
 }
 
 /// The layout, hash count and word count of a Guava file's first

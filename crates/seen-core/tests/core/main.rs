@@ -4,6 +4,7 @@ mod concurrency;
 mod decode;
 mod golden;
 mod guava;
+mod guava_reader;
 mod props;
 mod redisbloom_vectors;
 mod stats;

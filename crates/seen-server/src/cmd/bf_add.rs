@@ -6,7 +6,7 @@ use seen_core::Layout;
 use seen_resp::Reply;
 use seen_store::FilterSpec;
 
-use super::bf_reserve::parse_layout;
+use super::bf_reserve::{parse_layout, spec_for};
 use super::context::Ctx;
 use super::key_kind::{key_kind, KeyKind};
 use super::replies::{add_stopped, store_error, wrong_arity, WRONGTYPE};
@@ -103,7 +103,7 @@ fn add_items(
 }
 
 /// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE]
-/// [NONSCALING] [LAYOUT CLASSIC|BLOCKED] ITEMS item...`, parsed as
+/// [NONSCALING] [LAYOUT CLASSIC|BLOCKED|GUAVA] ITEMS item...`, parsed as
 /// RedisBloom 2.8 does: options by their first letters, checked after the
 /// scan.
 pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -164,7 +164,7 @@ pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 pos += 1;
             }
             b'l' => {
-                // seen's extension: LAYOUT CLASSIC|BLOCKED.
+                // seen's extension: LAYOUT CLASSIC|BLOCKED|GUAVA.
                 match parse_layout(args.get(pos + 1)) {
                     Ok(l) => layout = l,
                     Err(r) => return r,
@@ -178,22 +178,23 @@ pub(crate) fn insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return wrong_arity("bf.insert");
     };
     // Without EXPANSION, `bf-expansion-factor` (0: not scaling).
-    let expansion = match expansion {
-        Some(e) => e,
-        None => {
-            nonscaling |= defaults.expansion() == 0;
-            i64::from(defaults.expansion().max(1))
-        }
-    };
-    if !(error_rate > 0.0 && error_rate < 1.0) || capacity < 1 || expansion < 1 {
+    if expansion.is_none() {
+        nonscaling |= defaults.expansion() == 0;
+    }
+    if !(error_rate > 0.0 && error_rate < 1.0) || capacity < 1 || expansion.is_some_and(|e| e < 1) {
         return Reply::error("Bad argument received");
     }
-    let spec = FilterSpec::Scalable {
-        capacity: capacity as u64,
-        error_rate,
+    let expansion = expansion.map(|e| u32::try_from(e).unwrap_or(u32::MAX));
+    let spec = match spec_for(
         layout,
-        expansion: u32::try_from(expansion).unwrap_or(u32::MAX),
+        capacity as u64,
+        error_rate,
+        expansion,
         nonscaling,
+        defaults.expansion().max(1),
+    ) {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     multi(
         ctx,

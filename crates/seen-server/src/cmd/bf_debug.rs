@@ -8,7 +8,8 @@
 //!
 //! A filter of seen's blocked layout prints the same fields for its links,
 //! followed by ` layout:blocked`; its `bytes` is the memory its array takes
-//! (whole 64-byte blocks).
+//! (whole 64-byte blocks). A Guava-layout filter's line ends with
+//! ` layout:guava` (or `guava32`, Guava's older strategy).
 
 use bytes::Bytes;
 use seen_core::{AnyFilter, Layout, LinkInfo};
@@ -56,6 +57,8 @@ fn report(f: &AnyFilter) -> Option<Vec<String>> {
 fn link_line(l: &LinkInfo, layout: Layout) -> String {
     let (bytes, suffix) = match layout {
         Layout::Classic => (l.bits / 8, ""),
+        Layout::Guava => (l.bits / 8, " layout:guava"),
+        Layout::Guava32 => (l.bits / 8, " layout:guava32"),
         _ => (l.bytes, " layout:blocked"),
     };
     format!(

@@ -34,7 +34,7 @@ pub(crate) fn scandump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 s.redis_scandump(iter as u64).map_err(|e| e.to_string())
             }
         }
-        _ => Err("fixed-size filter".to_string()),
+        _ => Err("this one has a fixed size (BF.EXPORT exports it)".to_string()),
     });
     match r {
         Err(e) => store_error(&e),

@@ -1,8 +1,11 @@
 //! `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING]
-//! [LAYOUT CLASSIC|BLOCKED]`, with RedisBloom 2.8's checks, order and
+//! [LAYOUT CLASSIC|BLOCKED|GUAVA]`, with RedisBloom 2.8's checks, order and
 //! error texts. `LAYOUT` is seen's: `BLOCKED` keeps all of an item's bits
 //! in one cache line (faster, about the same memory), `CLASSIC` (the
-//! default) is RedisBloom's layout, which `BF.SCANDUMP` can export.
+//! default) is RedisBloom's layout, which `BF.SCANDUMP` can export, and
+//! `GUAVA` is Guava's `BloomFilter`, sized as Guava's `BloomFilter.create`
+//! sizes it and of a fixed size as Guava's are (adds past its capacity go
+//! on, at a rising error rate), which `BF.EXPORT key GUAVA` exports.
 
 use bytes::Bytes;
 use seen_core::Layout;
@@ -22,14 +25,50 @@ fn find(args: &[Bytes], keyword: &str) -> Option<usize> {
 /// Parses `LAYOUT x` if present (seen's extension).
 pub(crate) fn parse_layout(value: Option<&Bytes>) -> Result<Layout, Reply> {
     match value {
-        None => Err(Reply::error("ERR no layout (expected CLASSIC or BLOCKED)")),
+        None => Err(Reply::error(
+            "ERR no layout (expected CLASSIC, BLOCKED or GUAVA)",
+        )),
         Some(v) if is(v, "classic") => Ok(Layout::Classic),
         Some(v) if is(v, "blocked") => Ok(Layout::Blocked),
+        Some(v) if is(v, "guava") => Ok(Layout::Guava),
         Some(v) => Err(Reply::error(format!(
-            "ERR bad layout '{}' (expected CLASSIC or BLOCKED)",
+            "ERR bad layout '{}' (expected CLASSIC, BLOCKED or GUAVA)",
             String::from_utf8_lossy(v)
         ))),
     }
+}
+
+/// What to create for the options given: a scalable chain, or for
+/// `LAYOUT GUAVA` a filter of one fixed size, as Guava's are (an
+/// `EXPANSION` is refused then).
+pub(crate) fn spec_for(
+    layout: Layout,
+    capacity: u64,
+    error_rate: f64,
+    expansion: Option<u32>,
+    nonscaling: bool,
+    default_expansion: u32,
+) -> Result<FilterSpec, Reply> {
+    if layout == Layout::Guava {
+        if expansion.is_some() {
+            return Err(Reply::error(
+                "ERR a filter of LAYOUT GUAVA does not scale (Guava's filters have one size): \
+                 drop EXPANSION",
+            ));
+        }
+        return Ok(FilterSpec::Bloom {
+            capacity,
+            error_rate,
+            layout,
+        });
+    }
+    Ok(FilterSpec::Scalable {
+        capacity,
+        error_rate,
+        layout,
+        expansion: expansion.unwrap_or(default_expansion),
+        nonscaling,
+    })
 }
 
 pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -52,7 +91,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // says otherwise.
     let defaults = ctx.shared.bf_defaults();
     let nonscaling = find(args, "NONSCALING").is_some() || defaults.expansion() == 0;
-    let mut expansion = defaults.expansion().max(1);
+    let mut expansion = None;
     if let Some(at) = find(args, "EXPANSION") {
         if at + 1 == args.len() {
             return Reply::error("ERR no expansion");
@@ -66,7 +105,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if e < 1 {
             return Reply::error("ERR expansion should be greater or equal to 1");
         }
-        expansion = u32::try_from(e).unwrap_or(u32::MAX);
+        expansion = Some(u32::try_from(e).unwrap_or(u32::MAX));
     }
     let layout = match find(args, "LAYOUT") {
         Some(at) => match parse_layout(args.get(at + 1)) {
@@ -82,12 +121,17 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(Some(_)) => return Reply::error(WRONGTYPE),
         Ok(None) => {}
     }
-    let spec = FilterSpec::Scalable {
-        capacity: capacity as u64,
-        error_rate,
+    let default_expansion = defaults.expansion().max(1);
+    let spec = match spec_for(
         layout,
+        capacity as u64,
+        error_rate,
         expansion,
         nonscaling,
+        default_expansion,
+    ) {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     match create(ctx, key, &spec) {
         Ok(()) => {

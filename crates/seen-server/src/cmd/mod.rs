@@ -11,6 +11,7 @@ mod bf_add;
 mod bf_debug;
 mod bf_dump;
 mod bf_exists;
+mod bf_import;
 mod bf_info;
 mod bf_reserve;
 mod client;

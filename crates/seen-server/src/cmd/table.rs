@@ -1,8 +1,9 @@
 //! The command table: every command seen answers, with its arity, flags,
 //! key positions and handler, for dispatch and `COMMAND`.
 
+use super::command;
 use super::context::Spec;
-use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_info, bf_reserve, client, command};
+use super::{admin, bf_add, bf_debug, bf_dump, bf_exists, bf_import, bf_info, bf_reserve, client};
 use super::{config, expire, info, keys, slowlog};
 use crate::stats::CommandIndex;
 
@@ -137,6 +138,26 @@ pub(crate) static COMMANDS: &[Spec] = &[
         1,
         bf_dump::loadchunk,
         "Restores a filter previously saved using SCANDUMP"
+    ),
+    spec!(
+        "bf.import",
+        4,
+        W,
+        1,
+        1,
+        1,
+        bf_import::import,
+        "Creates a Bloom filter from a whole filter file: Guava's BloomFilter.writeTo format (GUAVA) or seen's (SEEN)"
+    ),
+    spec!(
+        "bf.export",
+        3,
+        &["readonly"],
+        1,
+        1,
+        1,
+        bf_import::export,
+        "Returns a Bloom filter as a whole filter file: Guava's BloomFilter.writeTo format (GUAVA) or seen's (SEEN)"
     ),
     spec!(
         "ping",

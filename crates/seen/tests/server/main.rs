@@ -5,6 +5,9 @@ mod auth;
 mod clients;
 mod config_file;
 mod drop_in;
+mod guava;
+#[path = "../../../seen-core/tests/java/peer.rs"]
+mod guava_peer;
 mod limits;
 mod memory;
 mod metrics;
