@@ -94,7 +94,7 @@ impl FilterBuilder {
                 sizing::redis_hashes(self.error_rate).min(sizing::MAX_HASHES),
             )),
             Layout::Classic => sizing::classic_size(self.capacity, self.error_rate),
-            Layout::Guava | Layout::Guava32 => crate::guava::size(self.capacity, self.error_rate),
+            Layout::Guava | Layout::Guava32 => sizing::guava_size(self.capacity, self.error_rate),
         }
     }
 

@@ -44,10 +44,9 @@ use std::io::{BufWriter, Read, Write};
 use crate::bloom::BloomFilter;
 use crate::error::{corrupt, ErrorKind, Result};
 use crate::raw::Layout;
-use crate::sizing::{self, check_error_rate, MAX_HASHES};
+use crate::sizing;
 
-/// The most words a Guava filter has: Java's arrays are indexed by `int`.
-pub const MAX_WORDS: u64 = i32::MAX as u64;
+pub use crate::sizing::GUAVA_MAX_WORDS as MAX_WORDS;
 
 /// The limit [`read`] callers pass unless they have their own: the largest
 /// filter Guava can make (16 GiB).
@@ -68,52 +67,7 @@ pub fn strategy_ordinal(layout: Layout) -> Option<u8> {
     }
 }
 
-/// Guava's `optimalNumOfBits(n, p)`: `(long) (-n ln p / ln(2)^2)`.
-fn optimal_bits(capacity: u64, error_rate: f64) -> u64 {
-    let ln2 = std::f64::consts::LN_2;
-    (-(capacity as f64) * error_rate.ln() / (ln2 * ln2)) as u64
-}
-
-/// Guava's `optimalNumOfHashFunctions(n, m)`: `max(1, round(m / n ln 2))`.
-fn optimal_hashes(capacity: u64, bits: u64) -> u64 {
-    // Java's Math.round: floor(x + 0.5).
-    ((bits as f64 / capacity as f64 * std::f64::consts::LN_2 + 0.5).floor() as u64).max(1)
-}
-
-/// The size in bits (a multiple of 64) and hash count Guava's
-/// `BloomFilter.create(funnel, capacity, error_rate)` gives, with its
-/// refusals: a rate outside (0, 1), a filter of no bits, more than 255
-/// hashes or more than [`MAX_WORDS`] words.
-pub fn size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
-    check_error_rate(error_rate)?;
-    // Guava sizes a filter for 0 insertions as one for 1.
-    let capacity = capacity.max(1);
-    let bits = optimal_bits(capacity, error_rate);
-    if bits == 0 {
-        return Err(ErrorKind::Unreachable(format!(
-            "Guava gives {capacity} items at error rate {error_rate} no bits at all \
-             (it refuses such a filter); ask for a larger capacity or a smaller rate"
-        ))
-        .into());
-    }
-    let hashes = optimal_hashes(capacity, bits);
-    if hashes > MAX_HASHES as u64 {
-        return Err(ErrorKind::InvalidHashCount {
-            hashes: hashes.min(u32::MAX as u64) as u32,
-            max: MAX_HASHES,
-        }
-        .into());
-    }
-    let words = bits.div_ceil(64);
-    if words > MAX_WORDS {
-        return Err(ErrorKind::TooLarge {
-            needed: words.saturating_mul(8),
-            limit: MAX_WORDS * 8,
-        }
-        .into());
-    }
-    Ok((words * 64, hashes as u32))
-}
+pub use crate::sizing::guava_size as size;
 
 /// A new, empty filter sized as `BloomFilter.create(funnel, capacity,
 /// error_rate)` sizes it, with Guava's default strategy

@@ -3,7 +3,7 @@
 //! Small pure functions, so that the CLI's `seen calc`, the server and the
 //! filters all answer sizing questions the same way.
 //!
-//! Two models:
+//! Two models, and Guava's own rules:
 //!
 //! * **Classic** (bits spread over the whole array): the textbook
 //!   `p = (1 - e^(-k n / m))^k`, plus RedisBloom's own rounding rules in the
@@ -16,6 +16,8 @@
 //!   independent positions cover. Sizing searches that model for the fewest
 //!   blocks that still meet the requested rate, so the rate asked for is the
 //!   rate delivered (the statistical tests check it).
+//! * **Guava** ([`guava_size`]): `BloomFilter.create`'s formulas, as Guava
+//!   computes them, so that a Guava-layout filter is the one Guava makes.
 
 use crate::error::{ErrorKind, Result};
 
@@ -494,6 +496,59 @@ pub fn blocked_capacity(blocks: u64, error_rate: f64) -> Result<(u64, u32)> {
         }
     }
     Ok(best)
+}
+
+// ------------------------------------------------------------------ guava --
+
+/// The most words a Guava filter has: Java's arrays are indexed by `int`.
+pub const GUAVA_MAX_WORDS: u64 = i32::MAX as u64;
+
+/// Guava's `optimalNumOfBits(n, p)`: `(long) (-n ln p / ln(2)^2)`.
+fn optimal_bits(capacity: u64, error_rate: f64) -> u64 {
+    let ln2 = std::f64::consts::LN_2;
+    (-(capacity as f64) * error_rate.ln() / (ln2 * ln2)) as u64
+}
+
+/// Guava's `optimalNumOfHashFunctions(n, m)`: `max(1, round(m / n ln 2))`.
+fn optimal_hashes(capacity: u64, bits: u64) -> u64 {
+    // Java's Math.round: floor(x + 0.5).
+    ((bits as f64 / capacity as f64 * std::f64::consts::LN_2 + 0.5).floor() as u64).max(1)
+}
+
+/// The size in bits (a multiple of 64) and hash count Guava's
+/// `BloomFilter.create(funnel, capacity, error_rate)` gives, with its
+/// refusals: a rate outside (0, 1), a filter of no bits, more than 255
+/// hashes or more than [`GUAVA_MAX_WORDS`] words (Java indexes arrays
+/// with `int`).
+pub fn guava_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
+    check_error_rate(error_rate)?;
+    // Guava sizes a filter for 0 insertions as one for 1.
+    let capacity = capacity.max(1);
+    let bits = optimal_bits(capacity, error_rate);
+    if bits == 0 {
+        return Err(ErrorKind::Unreachable(format!(
+            "Guava gives {capacity} items at error rate {error_rate} no bits at all \
+             (it refuses such a filter); ask for a larger capacity or a smaller rate"
+        ))
+        .into());
+    }
+    let hashes = optimal_hashes(capacity, bits);
+    if hashes > MAX_HASHES as u64 {
+        return Err(ErrorKind::InvalidHashCount {
+            hashes: hashes.min(u32::MAX as u64) as u32,
+            max: MAX_HASHES,
+        }
+        .into());
+    }
+    let words = bits.div_ceil(64);
+    if words > GUAVA_MAX_WORDS {
+        return Err(ErrorKind::TooLarge {
+            needed: words.saturating_mul(8),
+            limit: GUAVA_MAX_WORDS * 8,
+        }
+        .into());
+    }
+    Ok((words * 64, hashes as u32))
 }
 
 /// Swamidass & Baldi's estimate of the number of distinct items in a filter

@@ -8,6 +8,8 @@
 //                                  (0/1) each to ANSWERS; prints
 //                                  approximateElementCount
 //   sizes N FPP ...                prints "words hashes" per (N, FPP) pair
+//   vectors LABEL                  golden vectors as JSON (hashes, small
+//                                  files), LABEL naming the Guava that made them
 //   bench N FPP                    put / mightContain ns per call on N
 //                                  URL-like strings, JIT warmed
 //
@@ -100,6 +102,10 @@ public class GuavaPeer {
                 }
                 break;
             }
+            case "vectors": {
+                vectors(args[1]);
+                break;
+            }
             case "bench": {
                 bench(Long.parseLong(args[1]), Double.parseDouble(args[2]));
                 break;
@@ -107,6 +113,59 @@ public class GuavaPeer {
             default:
                 throw new IllegalArgumentException("unknown command " + args[0]);
         }
+    }
+
+    static String json(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String hex(byte[] bytes) {
+        StringBuilder b = new StringBuilder();
+        for (byte x : bytes) b.append(String.format("%02x", x & 0xff));
+        return b.toString();
+    }
+
+    /** Golden vectors: MurmurHash3 of a few strings, whole small files. */
+    static void vectors(String label) throws Exception {
+        String[] items = {"", "a", "hello", "https://example.com/", "\u4f8b\u3048 \ud834\udd1e"};
+        StringBuilder out = new StringBuilder("{\n  \"made_by\": " + json(label) + ",\n");
+        out.append("  \"murmur3_128\": [\n");
+        for (int i = 0; i < items.length; i++) {
+            out.append("    {\"item\": ").append(json(items[i])).append(", \"hash\": \"")
+               .append(com.google.common.hash.Hashing.murmur3_128().hashString(items[i], StandardCharsets.UTF_8))
+               .append(i + 1 < items.length ? "\"},\n" : "\"}\n");
+        }
+        out.append("  ],\n  \"files\": [\n");
+        Object[][] cases = {
+            {3L, 0.01, "MURMUR128_MITZ_64"},
+            {5L, 0.03, "MURMUR128_MITZ_32"},
+            {20L, 0.001, "MURMUR128_MITZ_64"},
+        };
+        for (int c = 0; c < cases.length; c++) {
+            long n = (Long) cases[c][0];
+            double fpp = (Double) cases[c][1];
+            String strategy = (String) cases[c][2];
+            BloomFilter<CharSequence> f = create(n, fpp, strategy);
+            StringBuilder added = new StringBuilder();
+            for (int i = 0; i < items.length; i++) {
+                f.put(items[i]);
+                added.append(json(items[i])).append(i + 1 < items.length ? ", " : "");
+            }
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            f.writeTo(bytes);
+            out.append("    {\"capacity\": ").append(n).append(", \"fpp\": ").append(fpp)
+               .append(", \"strategy\": \"").append(strategy).append("\", \"items\": [")
+               .append(added).append("], \"approximate_element_count\": ")
+               .append(f.approximateElementCount()).append(",\n     \"file\": \"")
+               .append(hex(bytes.toByteArray())).append(c + 1 < cases.length ? "\"},\n" : "\"}\n");
+        }
+        out.append("  ]\n}");
+        System.out.println(out);
     }
 
     /** The URL-like items of seen's core benchmark. */
