@@ -27,7 +27,7 @@ Examples:
   # Error rates by bits per item and hash count:
   seen calc --table --max-hashes 8
 
-Four layouts are compared: `blocked` is seen's default (seen dedup,
+Five layouts are compared: `blocked` is seen's default (seen dedup,
 BF.RESERVE ... LAYOUT BLOCKED): all of an item's bits in one cache line, a
 little more memory for one cache miss per operation, sized so that the rate
 asked for is the rate measured. `seen-redis` is the blocked layout as the
@@ -35,7 +35,10 @@ Redis backend (`seen dedup --redis`) sizes it: fewer hashes for up to 10%
 more bits (each hash is work for Redis), in shards of at most 8 MiB whose
 size is rounded up to the allocator's size class. `classic` is the textbook
 filter at its best hash count. `redisbloom` is what BF.RESERVE makes (and
-RedisBloom itself): its own rounding of bits and hashes.")]
+RedisBloom itself): its own rounding of bits and hashes. `guava` is what
+Java's Guava BloomFilter.create makes (and BF.RESERVE ... LAYOUT GUAVA, seen
+dedup --format guava): its rate at capacity is Guava's, not always the one
+asked for. With --memory, the first four.")]
 pub(crate) struct CalcArgs {
     /// Items the filter must hold (e.g. `10M`, `1e9`).
     #[arg(long, value_name = "N", value_parser = parse_count)]
@@ -165,6 +168,18 @@ fn size_for(n: u64, p: f64) -> Result<Value> {
         n,
         sizing::classic_fpp(rbits, rk, n),
     ));
+    // What Java's BloomFilter.create makes (and LAYOUT GUAVA, --format guava).
+    match sizing::guava_size(n, p) {
+        Ok((bits, k)) => rows.push(layout_row(
+            "guava",
+            bits,
+            bits / 8,
+            k,
+            n,
+            sizing::classic_fpp(bits, k, n),
+        )),
+        Err(e) => notes.push(format!("guava: {e}")),
+    }
     Ok(json!({"question": "size", "capacity": n, "fpp": p, "layouts": rows, "notes": notes}))
 }
 

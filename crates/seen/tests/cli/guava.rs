@@ -85,6 +85,20 @@ fn inspect_reads_a_guava_file() {
     assert_eq!(r["approximate_element_count"], count);
     // Guava's own count of the same file.
     guava_agrees(&file, &f, 20_000);
+
+    // `seen calc` gives the size Guava chose.
+    let o = run(
+        &["calc", "--capacity", "20000", "--fpp", "0.01", "--json"],
+        b"",
+    );
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = c["layouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layout"] == "guava")
+        .unwrap();
+    assert_eq!((&row["bits"], &row["hashes"]), (&r["bits"], &r["hashes"]));
 }
 
 #[test]
