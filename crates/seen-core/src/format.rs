@@ -1,7 +1,8 @@
 //! The byte format of every filter kind (specified in `docs/FORMAT.md`).
 //!
 //! ```text
-//! header   magic "SEENFLTR", version u16, kind u8, layout u8, hash u8,
+//! header   magic "SEENFLTR", version u16 (1, or 2 for the Guava layouts),
+//!          kind u8, layout u8, hash u8,
 //!          flags u8, reserved u16, seed u64, capacity u64, error f64,
 //!          items u64, expansion u32, links u32            (56 bytes)
 //! links    per link: size u64, hashes u32, reserved u32, capacity u64,
@@ -30,8 +31,20 @@ use crate::stats::FilterStats;
 /// The first eight bytes of every encoded filter.
 pub const MAGIC: [u8; 8] = *b"SEENFLTR";
 
-/// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The newest format version this build reads and writes. Version 2 adds
+/// the Guava layouts (ids 4 and 5) to version 1; a filter is written in
+/// the oldest version that holds it, so that a reader
+/// of version 1 reads every filter but a Guava-layout one, and refuses that
+/// one as newer rather than as damaged.
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The version a filter of layout id `layout_id` is written in.
+fn version_for(layout_id: u8) -> u16 {
+    match Layout::from_id(layout_id) {
+        Some(Layout::Guava | Layout::Guava32) => 2,
+        _ => 1,
+    }
+}
 
 const FIXED_HEADER: usize = 56;
 const LINK_HEADER: usize = 40;
@@ -170,7 +183,7 @@ impl Header {
             .id();
         let mut b = Vec::with_capacity(FIXED_HEADER + LINK_HEADER * self.links.len() + 4);
         b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&version_for(self.layout_id).to_le_bytes());
         b.push(self.kind.id());
         b.push(self.layout_id);
         b.push(hash);
@@ -309,6 +322,11 @@ fn read_header<R: Read>(r: &mut R, opts: &DecodeOptions) -> Result<Header> {
 
     let kind = FilterKind::from_id(kind_id)
         .ok_or_else(|| corrupt(format!("unknown filter kind id {kind_id}")))?;
+    if version < version_for(layout_id) {
+        return Err(corrupt(format!(
+            "layout id {layout_id} in a filter of format version {version}"
+        )));
+    }
     let header = Header {
         kind,
         layout_id,
@@ -716,16 +734,36 @@ mod tests {
     #[test]
     fn newer_version_is_rejected() {
         let mut bytes = encoded_bloom();
-        bytes[8] = 2;
+        bytes[8] = 3;
         let e = decode(&bytes[..], &DecodeOptions::default()).unwrap_err();
         assert!(
             matches!(
                 e.kind(),
                 ErrorKind::UnsupportedVersion {
-                    found: 2,
-                    supported: 1
+                    found: 3,
+                    supported: 2
                 }
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn guava_layouts_are_version_2_and_the_rest_version_1() {
+        assert_eq!(&encoded_bloom()[8..10], &[1, 0]);
+        let f = crate::guava::create(100, 0.01).unwrap();
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes).unwrap();
+        assert_eq!(&bytes[8..10], &[2, 0]);
+        // Layout 4 under version 1 (header checksum mended): refused.
+        bytes[8] = 1;
+        let crc = crc32fast::hash(&bytes[..FIXED_HEADER + LINK_HEADER]);
+        bytes[FIXED_HEADER + LINK_HEADER..FIXED_HEADER + LINK_HEADER + 4]
+            .copy_from_slice(&crc.to_le_bytes());
+        let e = decode(&bytes[..], &DecodeOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("layout id 4 in a filter of format version 1"),
             "{e}"
         );
     }

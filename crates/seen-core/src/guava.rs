@@ -14,8 +14,14 @@
 //! as its capacity the largest number of insertions for which Guava would
 //! have chosen its hash count for its bits, `m ln 2 / (k - 1/2)` (Guava
 //! rounds `m ln 2 / n` to `k`, so the capacity it was created with is at
-//! most that), and as its error rate the textbook `(1 - e^(-k n / m))^k` at
-//! that capacity.
+//! most that, but for rates above `1/sqrt(2)`, where `k` is clamped to 1),
+//! and as its error rate the textbook `(1 - e^(-k n / m))^k` at that
+//! capacity, at most 0.5.
+//!
+//! Sizing ([`size`], and so `BF.RESERVE ... LAYOUT GUAVA`) follows Guava
+//! 31; Guava 33 takes the hash count from the rate alone, which differs for
+//! small capacities. The files carry their hash count, so either reads the
+//! other's.
 //!
 //! Items are the bytes Guava's funnel feeds the hash: for
 //! `Funnels.stringFunnel(UTF_8)` a string's UTF-8 bytes, for

@@ -58,7 +58,7 @@ pub enum Layout {
     /// with the files Guava's `writeTo` writes (see [`crate::guava`]).
     Guava,
     /// Guava's older strategy, `MURMUR128_MITZ_32`, which filters written
-    /// by Guava before version 12 use.
+    /// by Guava's early versions use.
     Guava32,
 }
 

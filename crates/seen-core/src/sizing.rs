@@ -555,7 +555,8 @@ pub fn guava_size(capacity: u64, error_rate: f64) -> Result<(u64, u32)> {
 /// of `bits` addressable bits with `hashes` hashes, of which `set` are set:
 /// `n ≈ -(m / k) ln(1 - X / m)`, computed in the order Guava's
 /// `approximateElementCount()` computes it (`-log1p(-X / m) * m / k`), so
-/// the two agree to the last bit.
+/// the two agree (but where Java's `log1p` and the C library's differ in
+/// their last bit).
 pub fn estimate_items(bits: u64, hashes: u32, set: u64) -> f64 {
     if bits == 0 || hashes == 0 {
         return 0.0;

@@ -25,8 +25,14 @@ use crate::replay::Replay;
 use crate::snapshot::{self, CopiedWhileAdding, Header};
 use crate::StoreOptions;
 
-/// The format this build writes.
-pub(crate) const FORMAT: u32 = 7;
+/// The format this build writes. Format 8 is format 7 with import records
+/// and Guava-layout filters, which a reader of format 7 would take for
+/// damage: a directory of format 7 is only marked 8 when opened, so that
+/// an older seen refuses it as later rather than salvaging it.
+pub(crate) const FORMAT: u32 = 8;
+/// The earliest format opened as it is (only marked as [`FORMAT`]); an
+/// earlier one is upgraded.
+const OPENED_AS_IS_FROM: u32 = 7;
 const FORMAT_LINE: &str = "seen-store data directory, format ";
 
 /// Reads the directory's `FORMAT` file: refuses a later format, upgrades an
@@ -73,7 +79,7 @@ pub(crate) fn upgrade_if_needed(
         return Err(ErrorKind::Format { path, what }.into());
     }
     let mut staged = 0;
-    if found < FORMAT {
+    if found < OPENED_AS_IS_FROM {
         tracing::warn!(
             "{}: upgrading a data directory of format {found} to {FORMAT}",
             dir.display()

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! <dir>/LOCK                      held (flock) while a store has it open
-//! <dir>/FORMAT                    "seen-store data directory, format 7"
+//! <dir>/FORMAT                    "seen-store data directory, format 8"
 //! <dir>/snapshots/<id>.snap       one per filter: name, expiry, lsn, filter
 //! <dir>/log/<first lsn>.log       the log's segments, appended to
 //! <dir>/log/SYNCED                how far a sync made the log durable

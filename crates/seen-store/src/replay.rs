@@ -182,10 +182,17 @@ impl Replay {
         let bytes = self.importing.entry(id).or_default();
         let end = offset.checked_add(data.len() as u64);
         if offset != bytes.len() as u64 || end.is_none_or(|end| end > total) {
-            return Err(format!(
-                "a piece of filter {id}'s import at {offset} of {total} bytes, after {} bytes",
+            // A piece lost to damage a salvaging open skipped: the import
+            // can never complete, so it never was; the records after it
+            // are kept.
+            tracing::warn!(
+                "filter {id}'s import has a piece at {offset} of {total} bytes after {} bytes: \
+                 the import is passed by",
                 bytes.len()
-            ));
+            );
+            self.importing.remove(&id);
+            self.ignored.insert(id);
+            return Ok(());
         }
         bytes.extend_from_slice(data);
         if (bytes.len() as u64) < total {
@@ -212,5 +219,121 @@ impl Replay {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use seen_core::{BloomFilter, Layout};
+
+    use super::*;
+    use crate::record::{FilterSpec, Hashes};
+
+    fn encoded(items: &[&str]) -> Vec<u8> {
+        let f = BloomFilter::builder(1000, 0.01)
+            .layout(Layout::Guava)
+            .build()
+            .unwrap();
+        for i in items {
+            f.add(i);
+        }
+        let mut out = Vec::new();
+        f.encode(&mut out).unwrap();
+        out
+    }
+
+    /// Applies the first `upto` bytes of an import of `bytes` as filter
+    /// `id` named `name`, in pieces of `piece` bytes, from lsn `lsn` on;
+    /// returns the next lsn.
+    fn import(r: &mut Replay, id: u64, name: &[u8], bytes: &[u8], upto: usize, lsn: u64) -> u64 {
+        let (mut lsn, piece) = (lsn, 100);
+        for (i, data) in bytes[..upto].chunks(piece).enumerate() {
+            let record = Record::Import {
+                id,
+                name,
+                total: bytes.len() as u64,
+                offset: (i * piece) as u64,
+                data,
+            };
+            r.apply(lsn, record).unwrap();
+            lsn += 1;
+        }
+        lsn
+    }
+
+    fn holds(r: &Replay, id: u64, item: &str) -> bool {
+        match &r.filters[&id].filter {
+            AnyFilter::Bloom(b) => b.contains(item),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn an_import_comes_to_be_with_its_last_piece_if_its_name_is_free() {
+        let mut r = Replay::default();
+        let bytes = encoded(&["a", "b"]);
+        let create = Record::Create {
+            id: 1,
+            spec: FilterSpec::Bloom {
+                capacity: 10,
+                error_rate: 0.01,
+                layout: Layout::Blocked,
+            },
+            name: b"taken",
+        };
+        r.apply(1, create).unwrap();
+        // Into a free name, in three pieces: there only after the last.
+        let upto = bytes.len() / 100 * 100;
+        let lsn = import(&mut r, 2, b"new", &bytes, upto, 2);
+        assert!(!r.filters.contains_key(&2));
+        let last = Record::Import {
+            id: 2,
+            name: b"new",
+            total: bytes.len() as u64,
+            offset: upto as u64,
+            data: &bytes[upto..],
+        };
+        r.apply(lsn, last).unwrap();
+        assert!(holds(&r, 2, "a") && holds(&r, 2, "b"));
+        assert_eq!(r.filters[&2].name, b"new");
+        // Into a taken name: never made (the live import was refused).
+        let lsn = import(&mut r, 3, b"taken", &bytes, bytes.len(), lsn + 1);
+        assert!(!r.filters.contains_key(&3));
+        // Never completed: never made; a later add to it is damage.
+        let lsn = import(&mut r, 4, b"cut", &bytes, 100, lsn);
+        assert!(!r.filters.contains_key(&4));
+        let add = Record::Add {
+            id: 4,
+            hashes: Hashes(&[0; 16]),
+        };
+        assert!(r.apply(lsn, add).is_err());
+    }
+
+    #[test]
+    fn an_import_missing_a_piece_is_passed_by_and_later_records_kept() {
+        let mut r = Replay::default();
+        let bytes = encoded(&["a"]);
+        let first = Record::Import {
+            id: 5,
+            name: b"x",
+            total: bytes.len() as u64,
+            offset: 0,
+            data: &bytes[..64],
+        };
+        r.apply(1, first).unwrap();
+        // The piece at 64 was lost: the one at 128 arrives.
+        let third = Record::Import {
+            id: 5,
+            name: b"x",
+            total: bytes.len() as u64,
+            offset: 128,
+            data: &bytes[128..],
+        };
+        r.apply(2, third).unwrap();
+        assert!(!r.filters.contains_key(&5));
+        assert!(r.ignored.contains(&5));
+        // Another filter's import after it is made.
+        import(&mut r, 6, b"y", &bytes, bytes.len(), 3);
+        assert!(holds(&r, 6, "a"));
     }
 }

@@ -102,13 +102,9 @@ fn layout_name(layout: Layout) -> String {
 
 /// The Bloom filter in INPUT, read as `format`.
 fn read_input(path: &Path, format: FileFormat) -> Result<BloomFilter> {
-    let what = "input";
-    let Some(mut f) = filter_file::open(path, what)? else {
+    let Some((f, content)) = filter_file::open_sniffed(path, "input")? else {
         bail!("input '{}' does not exist", path.display());
     };
-    let content = filter_file::sniff(&mut f, path)?;
-    let f = filter_file::open(path, what)?
-        .ok_or_else(|| anyhow!("input '{}' went away", path.display()))?;
     let any = match (format, content) {
         (FileFormat::Guava, Content::Guava) => return filter_file::read_guava(path, f),
         (FileFormat::Guava, _) => bail!(

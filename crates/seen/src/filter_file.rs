@@ -3,7 +3,7 @@
 //! by their first bytes, and written atomically.
 
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
@@ -35,7 +35,7 @@ pub(crate) enum Content {
 
 /// Opens `path` for reading with a clear error; `None` if it does not
 /// exist.
-pub(crate) fn open(path: &Path, what: &str) -> Result<Option<File>> {
+fn open(path: &Path, what: &str) -> Result<Option<File>> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -51,8 +51,21 @@ pub(crate) fn open(path: &Path, what: &str) -> Result<Option<File>> {
     Ok(Some(f))
 }
 
+/// Opens `path` as [`open`] does and tells what it holds, by its first
+/// bytes (and, for Guava, its length), the file then read from its start
+/// again; `None` if it does not exist.
+pub(crate) fn open_sniffed(path: &Path, what: &str) -> Result<Option<(File, Content)>> {
+    let Some(mut f) = open(path, what)? else {
+        return Ok(None);
+    };
+    let content = sniff(&mut f, path)?;
+    f.seek(SeekFrom::Start(0))
+        .map_err(|e| anyhow!("cannot read {what} '{}': {e}", path.display()))?;
+    Ok(Some((f, content)))
+}
+
 /// What the file `f` holds, by its first bytes (and, for Guava, its length).
-pub(crate) fn sniff(f: &mut File, path: &Path) -> Result<Content> {
+fn sniff(f: &mut File, path: &Path) -> Result<Content> {
     let len = f
         .metadata()
         .map_err(|e| anyhow!("cannot read '{}': {e}", path.display()))?

@@ -85,17 +85,13 @@ pub(crate) fn run(args: InspectArgs) -> Result<ExitCode> {
 }
 
 fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
-    let what = "file";
-    let Some(mut f) = filter_file::open(path, what)? else {
+    let Some((f, content)) = filter_file::open_sniffed(path, "file")? else {
         bail!("cannot open '{}': no such file", path.display());
     };
-    let content = filter_file::sniff(&mut f, path)?;
     let file_bytes = f
         .metadata()
         .map_err(|e| anyhow!("cannot read '{}': {e}", path.display()))?
         .len();
-    let f =
-        filter_file::open(path, what)?.ok_or_else(|| anyhow!("'{}' went away", path.display()))?;
     let mut report = Map::new();
     report.insert("file".into(), json!(path.display().to_string()));
     report.insert("file_bytes".into(), json!(file_bytes));

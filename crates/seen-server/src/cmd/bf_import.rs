@@ -7,8 +7,12 @@
 //!
 //! An import is all or nothing, through a crash too (`Store::import`). Its
 //! size is bounded by `proto-max-bulk-len` (512 MiB by default) and the
-//! memory limits; a larger filter goes through `seen convert` and the data
-//! directory instead.
+//! memory limits (`max-filter-bytes`, what `maxmemory` leaves); while it
+//! runs it holds the argument, the filter and the filter's encoding for the
+//! log, about three times the filter. An export holds the filter's readers'
+//! lock while it encodes (adds to that filter wait, lookups do not), and
+//! the encoding until it is sent. Both run as blocking work, off the
+//! connections' threads.
 
 use bytes::Bytes;
 use seen_core::{guava, AnyFilter, DecodeOptions};
@@ -18,6 +22,7 @@ use super::context::Ctx;
 use super::key_kind::{key_kind, KeyKind};
 use super::replies::{store_error, wrong_arity, WRONGTYPE};
 use crate::args::is;
+use crate::blocking::blocking;
 
 /// The file formats of a whole filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,12 +105,21 @@ pub(crate) fn import(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(Some(_)) => return Reply::error(WRONGTYPE),
         Ok(None) => {}
     }
-    let max_bytes = ctx.shared.config.max_filter_bytes;
-    let filter = match read(format, &args[3], max_bytes) {
-        Ok(f) => f,
+    let store = &ctx.shared.store;
+    let max_bytes = ctx
+        .shared
+        .config
+        .max_filter_bytes
+        .min(store.memory_available());
+    let imported = blocking(|| {
+        let filter = read(format, &args[3], max_bytes)?;
+        Ok(store.import(key, filter, max_bytes))
+    });
+    let imported = match imported {
+        Ok(i) => i,
         Err(r) => return r,
     };
-    match ctx.shared.store.import(key, filter, max_bytes) {
+    match imported {
         Ok(()) => {
             ctx.dirty(1);
             Reply::ok()
@@ -133,27 +147,35 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let written = ctx.shared.store.with_filter(&args[1], |f| {
-        let mut out = Vec::new();
-        let result = match (format, f) {
-            (_, AnyFilter::Counting(_)) => return Err(Reply::error(WRONGTYPE)),
-            (Format::Seen, f) => f.encode(&mut out),
-            (Format::Guava, AnyFilter::Bloom(b))
-                if guava::strategy_ordinal(b.layout()).is_some() =>
-            {
-                guava::write(b, &mut out)
-            }
-            (Format::Guava, _) => {
-                return Err(Reply::error(
-                    "ERR only a filter of Guava's layout exports to Guava's format \
+    let written = blocking(|| {
+        ctx.shared.store.with_filter(&args[1], |f| {
+            // The encoding's size, near enough that the buffer is not regrown.
+            let bits_bytes = match f {
+                AnyFilter::Bloom(b) => b.memory_bytes(),
+                AnyFilter::Scalable(s) => s.memory_bytes(),
+                _ => 0,
+            };
+            let mut out = Vec::with_capacity(bits_bytes as usize + 64 * 1024);
+            let result = match (format, f) {
+                (_, AnyFilter::Counting(_)) => return Err(Reply::error(WRONGTYPE)),
+                (Format::Seen, f) => f.encode(&mut out),
+                (Format::Guava, AnyFilter::Bloom(b))
+                    if guava::strategy_ordinal(b.layout()).is_some() =>
+                {
+                    guava::write(b, &mut out)
+                }
+                (Format::Guava, _) => {
+                    return Err(Reply::error(
+                        "ERR only a filter of Guava's layout exports to Guava's format \
                      (BF.RESERVE ... LAYOUT GUAVA, or BF.IMPORT ... GUAVA); this one's bits are \
                      not where Guava looks for them",
-                ))
-            }
-        };
-        result
-            .map(|()| out)
-            .map_err(|e| Reply::error(format!("ERR {e}")))
+                    ))
+                }
+            };
+            result
+                .map(|()| out)
+                .map_err(|e| Reply::error(format!("ERR {e}")))
+        })
     });
     match written {
         Err(e) => store_error(&e),

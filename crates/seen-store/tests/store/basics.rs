@@ -82,7 +82,21 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     }
     assert_eq!(
         std::fs::read_to_string(&format).unwrap(),
-        "seen-store data directory, format 7\n"
+        "seen-store data directory, format 8\n"
+    );
+    // A directory of format 7 (no import records, no Guava layouts) opens
+    // as it is and is marked as of format 8.
+    std::fs::write(&format, "seen-store data directory, format 7\n").unwrap();
+    let s = Store::open(dir.path(), opts(FsyncPolicy::No)).unwrap();
+    assert_eq!(s.recovery().staged, 0);
+    assert_eq!(
+        s.contains(b"f", &[b"kept".as_slice()]).unwrap(),
+        Some(vec![true])
+    );
+    drop(s);
+    assert_eq!(
+        std::fs::read_to_string(&format).unwrap(),
+        "seen-store data directory, format 8\n"
     );
     // A directory from before the file (format 1) is marked as of this
     // format, and opens as before.
@@ -95,11 +109,11 @@ fn the_directory_names_its_format_and_a_later_one_is_refused() {
     drop(s);
     assert!(std::fs::read_to_string(&format)
         .unwrap()
-        .ends_with("format 7\n"));
+        .ends_with("format 8\n"));
     for (text, want) in [
         (
-            "seen-store data directory, format 8\n",
-            "format 8, written by a later seen",
+            "seen-store data directory, format 9\n",
+            "format 9, written by a later seen",
         ),
         ("something else\n", "not a format line"),
     ] {

@@ -90,7 +90,7 @@ fn a_format_6_directory_opens_as_its_own_code_opened_it() {
     drop(s);
     assert_eq!(
         std::fs::read_to_string(dir.join("FORMAT")).unwrap(),
-        "seen-store data directory, format 7\n"
+        "seen-store data directory, format 8\n"
     );
     for old in ["wal", "rings"] {
         assert_eq!(

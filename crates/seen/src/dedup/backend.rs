@@ -236,12 +236,7 @@ fn open_redis(args: &DedupArgs, url: &str, name: &str) -> Result<Backend> {
 
 /// Reads a state file in `format`; `None` when it does not exist yet.
 fn load_state(path: &Path, format: FileFormat) -> Result<Option<BloomFilter>> {
-    let Some(mut f) = filter_file::open(path, "state file")? else {
-        return Ok(None);
-    };
-    let content = filter_file::sniff(&mut f, path)?;
-    // Read again from the start.
-    let Some(f) = filter_file::open(path, "state file")? else {
+    let Some((f, content)) = filter_file::open_sniffed(path, "state file")? else {
         return Ok(None);
     };
     let unusable = |e: anyhow::Error| {
