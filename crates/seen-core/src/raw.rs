@@ -315,6 +315,10 @@ impl RawFilter {
                 block_add_locked(block, &mask)
             }
             _ => {
+                // An atomic OR waits for the loads before it: without the
+                // prefetch, each position's miss would wait for the OR of
+                // the one before, instead of all of them overlapping.
+                self.prefetch(h);
                 let mut new = false;
                 for i in 0..self.hashes {
                     let x = self.spread_position(h, i);
