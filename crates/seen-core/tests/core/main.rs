@@ -7,4 +7,5 @@ mod guava;
 mod guava_reader;
 mod props;
 mod redisbloom_vectors;
+mod scalable;
 mod stats;

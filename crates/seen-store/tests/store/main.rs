@@ -10,6 +10,7 @@ mod faults;
 mod faulty;
 mod import;
 mod power;
+mod power_fs;
 mod props;
 mod races;
 mod upgrade;
