@@ -67,17 +67,7 @@ impl Store {
     /// runs meanwhile, so every piece stays in the log until a checkpoint
     /// has the whole filter in a snapshot.
     pub fn import(&self, name: &[u8], filter: AnyFilter, max_bytes: u64) -> Result<()> {
-        self.usable(false)?;
-        if name.len() > MAX_NAME_LEN {
-            return Err(ErrorKind::NameTooLong {
-                len: name.len(),
-                max: MAX_NAME_LEN,
-            }
-            .into());
-        }
-        if self.live(name)?.is_some() {
-            return Err(ErrorKind::Exists.into());
-        }
+        self.check_new_name(name)?;
         let bytes = filter::memory_bytes(&filter);
         let limit = max_bytes.min(self.inner.opts.max_filter_bytes);
         if bytes > limit {
@@ -128,14 +118,10 @@ impl Store {
         self.wait(Pending(lsn?))
     }
 
-    fn create_with<'a>(
-        &self,
-        name: &'a [u8],
-        max_bytes: u64,
-        large: bool,
-        make: impl FnOnce(u64) -> Result<AnyFilter>,
-        record: impl Fn(u64) -> Record<'a>,
-    ) -> Result<()> {
+    /// What a new filter's name must pass first: a usable log, a name
+    /// short enough to log, and no live filter under it (an expired one
+    /// goes).
+    fn check_new_name(&self, name: &[u8]) -> Result<()> {
         self.usable(false)?;
         if name.len() > MAX_NAME_LEN {
             return Err(ErrorKind::NameTooLong {
@@ -147,6 +133,18 @@ impl Store {
         if self.live(name)?.is_some() {
             return Err(ErrorKind::Exists.into());
         }
+        Ok(())
+    }
+
+    fn create_with<'a>(
+        &self,
+        name: &'a [u8],
+        max_bytes: u64,
+        large: bool,
+        make: impl FnOnce(u64) -> Result<AnyFilter>,
+        record: impl Fn(u64) -> Record<'a>,
+    ) -> Result<()> {
+        self.check_new_name(name)?;
         let room = max_bytes
             .min(self.inner.opts.max_filter_bytes)
             .min(self.inner.budget.available());

@@ -8,52 +8,14 @@ mod peer;
 
 use std::path::Path;
 
-use peer::{item, probe, GuavaPeer};
-use seen_core::{guava, BloomFilter, Layout};
+use peer::{answers, first_difference, item, GuavaPeer};
+use seen_core::{guava, Layout};
 
 /// Probes of never-added strings per filter.
 const PROBES: u64 = 1_000_000;
 
 fn peer() -> &'static GuavaPeer {
     GuavaPeer::get(Path::new(env!("CARGO_TARGET_TMPDIR")))
-}
-
-/// seen's answers in `GuavaPeer probe`'s order: items `0..items`, then
-/// probes `0..probes`, one byte each.
-fn answers(f: &BloomFilter, items: u64, probes: u64) -> Vec<u8> {
-    let items = (0..items).map(|i| f.contains(item(i)) as u8);
-    items
-        .chain((0..probes).map(|i| f.contains(probe(i)) as u8))
-        .collect()
-}
-
-/// Guava's answers and `approximateElementCount()` for the filter in `file`.
-fn guava_answers(file: &Path, items: u64, probes: u64) -> (Vec<u8>, u64) {
-    let out = file.with_extension("answers");
-    let count = peer().run(&[
-        "probe",
-        file.to_str().unwrap(),
-        &items.to_string(),
-        &probes.to_string(),
-        out.to_str().unwrap(),
-    ]);
-    let answers = std::fs::read(&out).unwrap();
-    (answers, count.trim().parse().expect("a count"))
-}
-
-/// Where two answer lists first differ, for a readable failure.
-fn first_difference(a: &[u8], b: &[u8], items: u64) -> Option<String> {
-    assert_eq!(a.len(), b.len());
-    let i = a.iter().zip(b).position(|(x, y)| x != y)? as u64;
-    Some(match i < items {
-        true => format!("item {i}: seen {} guava {}", a[i as usize], b[i as usize]),
-        false => format!(
-            "probe {}: seen {} guava {}",
-            i - items,
-            a[i as usize],
-            b[i as usize]
-        ),
-    })
 }
 
 #[test]
@@ -70,8 +32,7 @@ fn seen_answers_as_guava_on_guavas_files_and_guava_on_seens() {
     for (n, fpp, strategy, layout) in cases {
         let what = format!("{n} items at {fpp}, {strategy}");
         let java_file = dir.path().join(format!("java-{n}-{strategy}.bin"));
-        let path = java_file.to_str().unwrap();
-        peer().run(&["build", path, &n.to_string(), &fpp.to_string(), strategy]);
+        peer().build(&java_file, n, fpp, strategy);
 
         // Guava's file, read by seen: the same answer to every probe.
         let bytes = std::fs::read(&java_file).unwrap();
@@ -84,7 +45,7 @@ fn seen_answers_as_guava_on_guavas_files_and_guava_on_seens() {
                 "{what}"
             );
         }
-        let (theirs, their_count) = guava_answers(&java_file, n, PROBES);
+        let (theirs, their_count) = peer().probe(&java_file, n, PROBES);
         let ours = answers(&f, n, PROBES);
         assert!(ours[..n as usize].iter().all(|&a| a == 1), "{what}");
         if let Some(d) = first_difference(&ours, &theirs, n) {
@@ -105,7 +66,7 @@ fn seen_answers_as_guava_on_guavas_files_and_guava_on_seens() {
         let mut out = Vec::new();
         guava::write(&f, &mut out).unwrap();
         std::fs::write(&seen_file, &out).unwrap();
-        let (theirs, their_count) = guava_answers(&seen_file, 2 * n, PROBES);
+        let (theirs, their_count) = peer().probe(&seen_file, 2 * n, PROBES);
         let ours = answers(&f, 2 * n, PROBES);
         assert!(ours[..2 * n as usize].iter().all(|&a| a == 1), "{what}");
         if let Some(d) = first_difference(&ours, &theirs, 2 * n) {
@@ -127,7 +88,7 @@ fn a_filter_seen_creates_is_the_one_guava_creates() {
     let mut out = Vec::new();
     guava::write(&f, &mut out).unwrap();
     std::fs::write(&file, &out).unwrap();
-    let (theirs, count) = guava_answers(&file, n, PROBES);
+    let (theirs, count) = peer().probe(&file, n, PROBES);
     if let Some(d) = first_difference(&answers(&f, n, PROBES), &theirs, n) {
         panic!("{d}");
     }
@@ -135,8 +96,7 @@ fn a_filter_seen_creates_is_the_one_guava_creates() {
 
     // Guava's own filter of the same items is the same file.
     let java_file = dir.path().join("java-made.bin");
-    let path = java_file.to_str().unwrap();
-    peer().run(&["build", path, &n.to_string(), "0.02", "MURMUR128_MITZ_64"]);
+    peer().build(&java_file, n, 0.02, "MURMUR128_MITZ_64");
     assert_eq!(std::fs::read(&java_file).unwrap(), out);
 }
 

@@ -8,51 +8,22 @@ use std::path::Path;
 use seen_core::{guava, BloomFilter};
 use serde_json::Value;
 
-use crate::guava_peer::{item, probe, GuavaPeer};
+use crate::guava_peer::{item, GuavaPeer};
 use crate::support::{assert_error, run, stderr, write_file};
 
 fn peer() -> &'static GuavaPeer {
     GuavaPeer::get(Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
-/// Java's `BloomFilter.create(stringFunnel(UTF_8), n, fpp)` with items
-/// `0..n` put, written to `path`.
+/// Java's filter of items `0..n` at `fpp`, written to `path`.
 fn java_filter(path: &Path, n: u64, fpp: f64) {
-    let p = path.to_str().unwrap();
-    peer().run(&[
-        "build",
-        p,
-        &n.to_string(),
-        &fpp.to_string(),
-        "MURMUR128_MITZ_64",
-    ]);
+    peer().build(path, n, fpp, "MURMUR128_MITZ_64");
 }
 
-/// Asserts Guava answers every probe of the file at `path` as `f` does:
+/// Asserts Guava answers every probe of the file at `path` as seen does:
 /// items `0..items` and 100,000 probes.
-fn guava_agrees(path: &Path, f: &BloomFilter, items: u64) {
-    let out = path.with_extension("answers");
-    let count = peer().run(&[
-        "probe",
-        path.to_str().unwrap(),
-        &items.to_string(),
-        "100000",
-        out.to_str().unwrap(),
-    ]);
-    let theirs = std::fs::read(&out).unwrap();
-    let ours: Vec<u8> = (0..items)
-        .map(|i| f.contains(item(i)) as u8)
-        .chain((0..100_000).map(|i| f.contains(probe(i)) as u8))
-        .collect();
-    assert!(
-        theirs[..items as usize].iter().all(|&a| a == 1),
-        "Guava forgot an item"
-    );
-    assert!(ours == theirs, "seen and Guava answer differently");
-    assert_eq!(
-        count.trim().parse::<u64>().unwrap(),
-        guava::approximate_element_count(f)
-    );
+fn guava_agrees(path: &Path, items: u64) {
+    peer().assert_agrees(path, items, 100_000);
 }
 
 fn lines(range: std::ops::Range<u64>) -> Vec<u8> {
@@ -84,7 +55,7 @@ fn inspect_reads_a_guava_file() {
     let count = guava::approximate_element_count(&f);
     assert_eq!(r["approximate_element_count"], count);
     // Guava's own count of the same file.
-    guava_agrees(&file, &f, 20_000);
+    guava_agrees(&file, 20_000);
 
     // `seen calc` gives the size Guava chose.
     let o = run(
@@ -139,7 +110,7 @@ fn convert_moves_a_guava_filter_to_seen_and_back_bit_for_bit() {
     // And back to Guava, with what dedup added: Java reads it and agrees.
     let o = run(&["convert", "--to", "guava", "--force", s, b], b"");
     assert!(o.status.success(), "{}", stderr(&o));
-    guava_agrees(&back, &read_guava(&back), n + 10_000);
+    guava_agrees(&back, n + 10_000);
 }
 
 #[test]
@@ -157,8 +128,7 @@ fn dedup_adds_to_a_guava_file_and_writes_it_back_for_java() {
     assert!(o.status.success(), "{}", stderr(&o));
     let new: u64 = String::from_utf8(o.stdout).unwrap().trim().parse().unwrap();
     assert!((4_980..=5_000).contains(&new), "{new}");
-    let f = read_guava(&java);
-    guava_agrees(&java, &f, n + 5_000);
+    guava_agrees(&java, n + 5_000);
 
     // A new Guava state file is sized as Guava sizes one.
     let fresh = dir.path().join("fresh.guava");
@@ -178,7 +148,7 @@ fn dedup_adds_to_a_guava_file_and_writes_it_back_for_java() {
     assert!(o.status.success(), "{}", stderr(&o));
     let f = read_guava(&fresh);
     assert_eq!((f.bits(), f.hashes()), guava::size(10_000, 0.02).unwrap());
-    guava_agrees(&fresh, &f, 10_000);
+    guava_agrees(&fresh, 10_000);
 }
 
 #[test]

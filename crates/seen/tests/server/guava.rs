@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use seen_core::guava;
 
-use crate::guava_peer::{item, probe, GuavaPeer};
+use crate::guava_peer::{item, GuavaPeer};
 use crate::support::{python_ok, text, Raw, Server};
 
 fn peer() -> &'static GuavaPeer {
@@ -19,14 +19,7 @@ fn peer() -> &'static GuavaPeer {
 
 /// Java's filter of items `0..n` at `fpp`, written to `path`.
 fn java_filter(path: &Path, n: u64, fpp: f64) {
-    let p = path.to_str().unwrap();
-    peer().run(&[
-        "build",
-        p,
-        &n.to_string(),
-        &fpp.to_string(),
-        "MURMUR128_MITZ_64",
-    ]);
+    peer().build(path, n, fpp, "MURMUR128_MITZ_64");
 }
 
 /// `redis-cli -p PORT -x ARGS... < file`: its output.
@@ -75,33 +68,10 @@ fn export_with_redis_py(port: u16, key: &str, path: &Path) {
     ));
 }
 
-/// Guava's answers for the filter in `path` (items `0..items`, then
-/// 100,000 probes) against the same file read by seen-core.
+/// Asserts Guava answers every probe of the file at `path` as seen does:
+/// items `0..items` and 100,000 probes.
 fn guava_agrees(path: &Path, items: u64) {
-    let out = path.with_extension("answers");
-    let p = path.to_str().unwrap();
-    let count = peer().run(&[
-        "probe",
-        p,
-        &items.to_string(),
-        "100000",
-        out.to_str().unwrap(),
-    ]);
-    let theirs = std::fs::read(&out).unwrap();
-    let f = guava::read_file(&std::fs::read(path).unwrap()[..], u64::MAX).unwrap();
-    let ours: Vec<u8> = (0..items)
-        .map(|i| f.contains(item(i)) as u8)
-        .chain((0..100_000).map(|i| f.contains(probe(i)) as u8))
-        .collect();
-    assert!(
-        theirs[..items as usize].iter().all(|&a| a == 1),
-        "Guava forgot an item"
-    );
-    assert!(ours == theirs, "seen and Guava answer differently");
-    assert_eq!(
-        count.trim().parse::<u64>().unwrap(),
-        guava::approximate_element_count(&f)
-    );
+    peer().assert_agrees(path, items, 100_000);
 }
 
 #[test]
