@@ -3,11 +3,11 @@
 //!
 //! Two real directories are made once per process, in `/dev/shm`:
 //!
-//! - `closed`: under `always`, every kind of filter (fixed-size blocked
-//!   and classic, scalable chains of both layouts that grew, a counting
-//!   filter with removes), a checkpoint half-way, a deleted filter, one
-//!   with an expiry; then synced (a sync mark past every record) and
-//!   dropped.
+//! - `closed`: under `always`, every kind of filter (fixed-size blocked,
+//!   classic and Guava, scalable chains of both layouts that grew, a
+//!   counting filter with removes), a checkpoint half-way, a deleted
+//!   filter, one with an expiry, an imported Guava-layout filter; then
+//!   synced (a sync mark past every record) and dropped.
 //! - `killed`: under `everysec`, adds of one item at a time, a sync
 //!   half-way, then the process ends with `_exit` (a forked child), as a
 //!   `kill -9` would leave it.
@@ -110,7 +110,15 @@ fn finish(
 fn closed(root: &Path) -> Template {
     let dir = root.join("closed");
     let s = Store::open(&dir, options(FsyncPolicy::Always, false)).expect("open template");
-    let specs: [(&str, FilterSpec); 5] = [
+    let specs: [(&str, FilterSpec); 6] = [
+        (
+            "bloom-g",
+            FilterSpec::Bloom {
+                capacity: 200,
+                error_rate: 0.01,
+                layout: Layout::Guava,
+            },
+        ),
         (
             "bloom-b",
             FilterSpec::Bloom {
@@ -182,6 +190,13 @@ fn closed(root: &Path) -> Template {
             s.add(name.as_bytes(), &[&one], None).expect("add");
         }
     }
+    // A whole filter imported (BF.IMPORT), in the log only.
+    let imported = seen_core::guava::create(100, 0.01).expect("a Guava filter");
+    for one in items("imported", 0..60) {
+        imported.add(&one);
+    }
+    s.import(b"imported", seen_core::AnyFilter::Bloom(imported), u64::MAX)
+        .expect("import");
     // Counting: remove the first ten; they need not be found.
     s.remove(b"count", &refs(&items("count", 0..10)))
         .expect("remove");
@@ -191,6 +206,7 @@ fn closed(root: &Path) -> Template {
         expect.push((*name, items(name, from..80)));
     }
     expect.push(("later", items("later", 0..10)));
+    expect.push(("imported", items("imported", 0..60)));
     // A shutdown that syncs without a checkpoint (the records after the
     // one above stay in the log), with a sync mark past them all.
     s.sync().expect("sync");
