@@ -114,6 +114,25 @@ fn a_guava_file_goes_in_survives_a_crash_and_comes_out_as_guava_would_write_it()
         "exported file differs"
     );
     guava_agrees(&exported, n + more);
+
+    // Out of the data directory too: the snapshot a SAVE writes, converted.
+    assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
+    let snapshot = std::fs::read_dir(data.join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "snap"))
+        .expect("a snapshot");
+    let converted = tmp.path().join("converted.guava");
+    let out = Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(["convert", "--to", "guava"])
+        .args([&snapshot, &converted])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read(&converted).unwrap() == want,
+        "converted snapshot differs"
+    );
 }
 
 #[test]
