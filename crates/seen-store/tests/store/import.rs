@@ -105,3 +105,40 @@ fn an_import_cut_short_by_a_full_disk_leaves_no_filter() {
     let s = reopen(dir.path());
     assert!(all_present(&s, b"crawl", n));
 }
+
+/// An import racing a create of the same name: whichever wins (the create
+/// can come between the import's first and last pieces, and then the
+/// import is refused), the reopened store holds exactly the winner.
+#[test]
+fn an_import_racing_a_create_of_its_name_replays_as_it_ended() {
+    let n = 4_000_000;
+    let filter = guava_filter(n);
+    let bytes = encode(&filter);
+    let mut outcomes = [0usize; 2];
+    for round in 0..12 {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let copy = seen_core::decode(&bytes[..], &Default::default()).unwrap();
+        let (imported, created) = std::thread::scope(|scope| {
+            let importer = scope.spawn(|| s.import(b"x", copy, u64::MAX).is_ok());
+            // Start creating a little after the import began, later each round.
+            std::thread::sleep(std::time::Duration::from_millis(round * 4));
+            let created = s.create(b"x", &bloom()).is_ok();
+            (importer.join().unwrap(), created)
+        });
+        assert!(
+            imported != created,
+            "round {round}: exactly one of them wins"
+        );
+        outcomes[imported as usize] += 1;
+        let live = encoded(&s, b"x");
+        drop(s);
+        let s = reopen(dir.path());
+        assert_eq!(encoded(&s, b"x"), live, "round {round}: replay differs");
+        assert_eq!(live == bytes, imported, "round {round}");
+    }
+    eprintln!(
+        "import won {} rounds, the create {}",
+        outcomes[1], outcomes[0]
+    );
+}
