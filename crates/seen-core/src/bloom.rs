@@ -509,16 +509,22 @@ impl BloomFilter {
     }
 
     fn recount(&mut self) {
-        let est = sizing::estimate_items(
-            self.raw.addressable_bits(),
-            self.raw.hashes(),
-            self.raw.count_ones(),
-        );
+        let est = self.estimated_items();
         *self.items.get_mut() = if est.is_finite() {
             est.round() as u64
         } else {
             self.capacity.max(*self.items.get_mut())
         };
+    }
+
+    /// Distinct items estimated from the bits set (one pass over them;
+    /// [`FilterStats::estimated_items`] without the rest of the stats).
+    pub(crate) fn estimated_items(&self) -> f64 {
+        sizing::estimate_items(
+            self.raw.addressable_bits(),
+            self.raw.hashes(),
+            self.raw.count_ones(),
+        )
     }
 
     /// Sets the count of adds that answered "new" ([`len`](Self::len)), as

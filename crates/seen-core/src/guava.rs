@@ -99,8 +99,7 @@ pub fn implied_capacity_and_rate(bits: u64, hashes: u32) -> (u64, f64) {
 /// `m` bits set, rounded half up (`u64::MAX` once every bit is set, where
 /// Guava's estimate is infinite).
 pub fn approximate_element_count(f: &BloomFilter) -> u64 {
-    let s = f.stats();
-    let estimate = s.estimated_items;
+    let estimate = f.estimated_items();
     if estimate.is_finite() {
         (estimate + 0.5).floor() as u64
     } else {
@@ -166,7 +165,7 @@ pub fn read_file(mut r: impl Read, max_bytes: u64) -> Result<BloomFilter> {
 pub fn from_bytes(data: &[u8], max_bytes: u64) -> Result<BloomFilter> {
     if let Some(header) = data.get(..HEADER_BYTES) {
         let (_, _, words) = parse_header(header.try_into().expect("6 bytes"))?;
-        let want = HEADER_BYTES as u64 + words * 8;
+        let want = file_len(words);
         match (data.len() as u64).cmp(&want) {
             std::cmp::Ordering::Less => return Err(ErrorKind::Truncated.into()),
             std::cmp::Ordering::Greater => {
@@ -178,7 +177,12 @@ pub fn from_bytes(data: &[u8], max_bytes: u64) -> Result<BloomFilter> {
             std::cmp::Ordering::Equal => {}
         }
     }
-    read_file(data, max_bytes)
+    read(data, max_bytes)
+}
+
+/// The length of a Guava file of `words` words.
+fn file_len(words: u64) -> u64 {
+    HEADER_BYTES as u64 + words.saturating_mul(8)
 }
 
 /// The layout, hash count and word count of a Guava file's first
@@ -215,8 +219,7 @@ pub fn looks_like_guava(bytes: &[u8], len: u64) -> bool {
         return false;
     };
     let header: &[u8; HEADER_BYTES] = header.try_into().expect("6 bytes");
-    parse_header(header)
-        .is_ok_and(|(_, _, words)| len == HEADER_BYTES as u64 + words.saturating_mul(8))
+    parse_header(header).is_ok_and(|(_, _, words)| len == file_len(words))
 }
 
 /// Writes a Guava-layout filter in Guava's `writeTo` format, which

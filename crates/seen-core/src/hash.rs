@@ -150,7 +150,8 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
 
 /// MurmurHash3 x64 128-bit (Austin Appleby's `MurmurHash3_x64_128`, as
 /// Guava's `Murmur3_128HashFunction` computes it): 16-byte blocks read as
-/// two little-endian words, the tail mixed in byte by byte. Returns
+/// two little-endian words, the 1-15 tail bytes as two more (zero-filled).
+/// Returns
 /// `(h1, h2)`, the first and second eight bytes of the 128-bit result read
 /// little-endian.
 pub fn murmur3_x64_128(key: &[u8], seed: u32) -> (u64, u64) {

@@ -83,33 +83,24 @@ impl Store {
         let lsn: Result<u64> = self.blocking(|| {
             let _no_checkpoint = lock(&self.inner.checkpointing);
             let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            let total = encoded.len() as u64;
-            let pieces: Vec<&[u8]> = encoded.chunks(MAX_CHUNK_PER_RECORD).collect();
-            let (last, before) = pieces.split_last().expect("an encoded filter has bytes");
-            let mut offset = 0;
-            for &data in before {
-                let piece = Record::Import {
-                    id,
-                    name,
-                    total,
-                    offset,
-                    data,
-                };
-                self.inner.log.write(&piece)?;
-                offset += data.len() as u64;
-            }
-            let last = Record::Import {
+            let bytes: &[u8] = &encoded;
+            let piece = |offset: usize| Record::Import {
                 id,
                 name,
-                total,
-                offset,
-                data: last,
+                total: bytes.len() as u64,
+                offset: offset as u64,
+                data: &bytes[offset..bytes.len().min(offset + MAX_CHUNK_PER_RECORD)],
             };
+            let offsets: Vec<usize> = (0..bytes.len()).step_by(MAX_CHUNK_PER_RECORD).collect();
+            let (&last, before) = offsets.split_last().expect("an encoded filter has bytes");
+            for &offset in before {
+                self.inner.log.write(&piece(offset))?;
+            }
             let mut map = self.filters_mut();
             if map.contains_key(name) {
                 return Err(ErrorKind::Exists.into());
             }
-            let lsn = self.inner.log.write(&last)?;
+            let lsn = self.inner.log.write(&piece(last))?;
             let entry = Entry::new(id, name.to_vec(), filter, charge, &self.inner.opts);
             entry.write().last_lsn = lsn;
             map.insert(name.to_vec(), Arc::new(entry));

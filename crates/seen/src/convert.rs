@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use seen_core::{guava, AnyFilter, BloomFilter, DecodeOptions, Layout};
+use seen_core::{guava, AnyFilter, BloomFilter, Layout};
 
 use crate::filter_file::{self, Content, FileFormat};
 
@@ -113,14 +113,7 @@ fn read_input(path: &Path, format: FileFormat) -> Result<BloomFilter> {
             path.display()
         ),
         (FileFormat::Seen, Content::SeenFilter) => filter_file::read_seen(path, f)?,
-        (FileFormat::Seen, Content::SeenSnapshot) => {
-            let opts = DecodeOptions {
-                max_bytes: u64::MAX,
-            };
-            seen_store::read_snapshot(path, &opts)
-                .map_err(|e| anyhow!("'{}' is a damaged snapshot: {e}", path.display()))?
-                .filter
-        }
+        (FileFormat::Seen, Content::SeenSnapshot) => filter_file::read_snapshot(path)?.filter,
         (FileFormat::Seen, Content::Guava) => bail!(
             "'{}' is a Guava filter file already; to make a seen file of it use --from guava",
             path.display()

@@ -106,6 +106,16 @@ pub(crate) fn read_seen(path: &Path, f: File) -> Result<AnyFilter> {
         .map_err(|e| anyhow!("'{}' is damaged or not a filter: {e}", path.display()))
 }
 
+/// The snapshot of a `seen serve` data directory at `path`: its filter,
+/// name, lsn and expiry.
+pub(crate) fn read_snapshot(path: &Path) -> Result<seen_store::SnapshotFile> {
+    let opts = DecodeOptions {
+        max_bytes: u64::MAX,
+    };
+    seen_store::read_snapshot(path, &opts)
+        .map_err(|e| anyhow!("'{}' is a damaged snapshot: {e}", path.display()))
+}
+
 /// The temporary file a file is written as before it is renamed over
 /// `path`, in the same directory (so the rename is atomic), and that
 /// directory.

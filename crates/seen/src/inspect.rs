@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use seen_core::{guava, AnyFilter, DecodeOptions, FilterStats, Layout};
+use seen_core::{guava, AnyFilter, FilterStats, Layout};
 use seen_redis::{RedisFilter, Target};
 use serde_json::{json, Map, Value};
 
@@ -102,11 +102,7 @@ fn inspect_file(path: &Path) -> Result<Map<String, Value>> {
             describe(&filter, &mut report);
         }
         Content::SeenSnapshot => {
-            let opts = DecodeOptions {
-                max_bytes: u64::MAX,
-            };
-            let snap = seen_store::read_snapshot(path, &opts)
-                .map_err(|e| anyhow!("'{}' is a damaged snapshot: {e}", path.display()))?;
+            let snap = filter_file::read_snapshot(path)?;
             report.insert("source".into(), json!("seen serve snapshot"));
             report.insert("name".into(), json!(String::from_utf8_lossy(&snap.name)));
             report.insert("lsn".into(), json!(snap.lsn));

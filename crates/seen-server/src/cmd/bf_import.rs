@@ -18,6 +18,7 @@ use bytes::Bytes;
 use seen_core::{guava, AnyFilter, DecodeOptions};
 use seen_resp::Reply;
 
+use super::bf_reserve::not_created;
 use super::context::Ctx;
 use super::key_kind::{key_kind, KeyKind};
 use super::replies::{store_error, wrong_arity, WRONGTYPE};
@@ -124,18 +125,7 @@ pub(crate) fn import(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             ctx.dirty(1);
             Reply::ok()
         }
-        Err(e) => match e.kind() {
-            seen_store::ErrorKind::Filter(f)
-                if matches!(
-                    f.kind(),
-                    seen_core::ErrorKind::TooLarge { .. } | seen_core::ErrorKind::OutOfMemory(_)
-                ) =>
-            {
-                tracing::warn!(key = %String::from_utf8_lossy(key), "filter not imported: {f}");
-                Reply::error("ERR Insufficient memory to create filter")
-            }
-            _ => store_error(&e),
-        },
+        Err(e) => not_created(key, &e),
     }
 }
 

@@ -148,20 +148,27 @@ pub(crate) fn reserve(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// limits or the allocator refuse gets RedisBloom's "Insufficient memory"
 /// reply, seen's reason going to the log.
 pub(crate) fn create(ctx: &mut Ctx<'_>, key: &[u8], spec: &FilterSpec) -> Result<(), Reply> {
-    use seen_core::ErrorKind as Core;
     ctx.shared
         .store
         .create(key, spec)
-        .map_err(|e| match e.kind() {
-            seen_store::ErrorKind::Filter(f) => {
-                tracing::warn!(key = %String::from_utf8_lossy(key), "filter not created: {f}");
-                match f.kind() {
-                    Core::TooLarge { .. } | Core::OutOfMemory(_) => {
-                        Reply::error("ERR Insufficient memory to create filter")
-                    }
-                    _ => Reply::error("ERR could not create filter"),
+        .map_err(|e| not_created(key, &e))
+}
+
+/// The reply to a filter the store did not make (created or imported):
+/// RedisBloom's "Insufficient memory" for one the limits or the allocator
+/// refused, seen's reason going to the log.
+pub(crate) fn not_created(key: &[u8], e: &seen_store::Error) -> Reply {
+    use seen_core::ErrorKind as Core;
+    match e.kind() {
+        seen_store::ErrorKind::Filter(f) => {
+            tracing::warn!(key = %String::from_utf8_lossy(key), "filter not created: {f}");
+            match f.kind() {
+                Core::TooLarge { .. } | Core::OutOfMemory(_) => {
+                    Reply::error("ERR Insufficient memory to create filter")
                 }
+                _ => Reply::error("ERR could not create filter"),
             }
-            _ => store_error(&e),
-        })
+        }
+        _ => store_error(e),
+    }
 }
